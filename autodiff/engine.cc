@@ -1,0 +1,203 @@
+// Reverse-mode autodiff over the recorded graph.
+//
+// 1. Walk the graph from the outputs (iteratively: a chain of a million ops must not overflow
+//    the stack) and count, for every node, how many edges of the graph point to it.
+// 2. Run nodes when all their consumers have run (Kahn's algorithm); among the ready ones, the
+//    most recently created first, so the order is deterministic. Gradients reaching a node are
+//    summed before its backward runs; gradients reaching a leaf are accumulated into .grad().
+// 3. Unless retain_graph, each node frees its closure and saved tensors right after it ran.
+#include "autodiff/engine.h"
+
+#include <queue>
+
+#include <absl/container/flat_hash_map.h>
+
+#include "graph/factory.h"
+#include "ops/elementwise.h"
+
+namespace tg {
+namespace {
+
+struct Target {  // where tg::grad captures a gradient
+  size_t slot;
+};
+
+class Engine {
+ public:
+  Engine(bool retain, bool create, bool accumulate_leaves)
+      : retain_(retain || create), create_(create), accumulate_(accumulate_leaves) {}
+
+  // Capture the gradient arriving at a tensor (tg::grad) instead of / besides accumulating it.
+  void capture(const Tensor& t, size_t slot) {
+    if (t.is_leaf()) leaf_targets_[t.impl_ptr().get()] = slot;
+    else node_targets_[t.grad_fn().get()] = slot;
+  }
+  std::vector<Tensor>& captured() { return captured_; }
+
+  void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, size_t n_targets) {
+    captured_.assign(n_targets, Tensor());
+    GradModeGuard mode(create_);
+    // Discover nodes and count dependencies.
+    std::vector<std::shared_ptr<Node>> stack;
+    for (size_t i = 0; i < roots.size(); ++i) {
+      const Tensor& r = roots[i];
+      if (r.is_leaf()) {
+        deliver_to_leaf(r.impl_ptr(), root_grads[i]);
+        continue;
+      }
+      const auto& n = r.grad_fn();
+      accumulate(n.get(), root_grads[i]);
+      if (!deps_.contains(n.get())) {
+        deps_[n.get()] = 0;
+        stack.push_back(n);
+      }
+    }
+    std::vector<std::shared_ptr<Node>> all;  // keeps every node alive until the end
+    while (!stack.empty()) {
+      std::shared_ptr<Node> n = std::move(stack.back());
+      stack.pop_back();
+      TG_CHECK(!n->released(), n->name(), "trying to backward through the graph a second time: its saved tensors "
+               "were freed by the first backward (pass retain_graph=true to the first one)");
+      for (size_t i = 0; i < n->num_inputs(); ++i) {
+        const Edge& e = n->edge(i);
+        if (!e.node) continue;
+        auto [it, fresh] = deps_.try_emplace(e.node.get(), 0);
+        ++it->second;
+        if (fresh) stack.push_back(e.node);
+      }
+      all.push_back(std::move(n));
+    }
+    // Execute.
+    using Item = std::pair<uint64_t, Node*>;
+    std::priority_queue<Item> ready;
+    for (const Tensor& r : roots)
+      if (!r.is_leaf() && deps_[r.grad_fn().get()] == 0) ready.push({r.grad_fn()->seq(), r.grad_fn().get()});
+    absl::flat_hash_map<Node*, bool> queued;
+    while (!ready.empty()) {
+      Node* n = ready.top().second;
+      ready.pop();
+      if (queued[n]) continue;
+      queued[n] = true;
+      Tensor g = std::move(buffer_[n]);
+      buffer_.erase(n);
+      if (!g.defined()) g = zeros(n->out_shape(), n->out_dtype());
+      for (auto& hook : n->pre_hooks()) {
+        Tensor r = hook(g);
+        if (r.defined()) g = r;
+      }
+      if (auto it = node_targets_.find(n); it != node_targets_.end()) captured_[it->second] = g;
+      Grads grads = n->apply(g);
+      g = Tensor();
+      TG_CHECK(grads.size() == n->num_inputs(), n->name(), "backward returned {} gradients for {} inputs",
+               grads.size(), n->num_inputs());
+      for (size_t i = 0; i < grads.size(); ++i) {
+        const Edge& e = n->edge(i);
+        if (!e.defined() || !grads[i].defined()) continue;
+        const Shape& want = e.node ? e.node->out_shape() : e.leaf->shape;
+        TG_CHECK(grads[i].shape() == want, n->name(), "backward produced a gradient of shape {} for input {} of shape {}",
+                 grads[i].shape(), i, want);
+        if (anomaly_enabled()) check_finite(grads[i], n->name(), "backward");
+        if (e.node) accumulate(e.node.get(), std::move(grads[i]));
+        else deliver_to_leaf(e.leaf, std::move(grads[i]));
+      }
+      // Make the consumers of this node's inputs ready; then free what the node saved.
+      for (size_t i = 0; i < n->num_inputs(); ++i) {
+        const Edge& e = n->edge(i);
+        if (e.node && --deps_[e.node.get()] == 0) ready.push({e.node->seq(), e.node.get()});
+      }
+      if (!retain_) n->release();
+    }
+  }
+
+ private:
+  void accumulate(Node* n, Tensor g) {
+    Tensor& slot = buffer_[n];
+    slot = slot.defined() ? add(slot, g) : std::move(g);
+  }
+
+  void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
+    for (auto& hook : leaf->hooks) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+    if (auto it = leaf_targets_.find(leaf.get()); it != leaf_targets_.end()) {
+      Tensor& c = captured_[it->second];
+      c = c.defined() ? add(c, g) : g;
+    }
+    if (!accumulate_) return;
+    if (!leaf->grad) {
+      // Keep the gradient only if nothing else shares its storage (an op may hand the same
+      // tensor to two inputs); otherwise copy, so later in-place updates stay private.
+      if (!create_) {
+        g = g.detach();
+        if (g.impl().storage.use_count() > 1) g = clone(g);
+      }
+      leaf->grad = g.impl_ptr();
+    } else {
+      Tensor prev(leaf->grad);
+      leaf->grad = add(create_ ? prev : prev.detach(), g).impl_ptr();
+    }
+  }
+
+  bool retain_, create_, accumulate_;
+  absl::flat_hash_map<Node*, int64_t> deps_;
+  absl::flat_hash_map<Node*, Tensor> buffer_;
+  absl::flat_hash_map<Node*, size_t> node_targets_;
+  absl::flat_hash_map<const TensorImpl*, size_t> leaf_targets_;
+  std::vector<Tensor> captured_;
+};
+
+std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                                   const char* op) {
+  TG_CHECK(!outputs.empty(), op, "expected at least one output");
+  TG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), op,
+           "got {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size());
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& o = outputs[i];
+    TG_CHECK(o.defined(), op, "output {} is an undefined tensor", i);
+    TG_CHECK(o.requires_grad(), op, "output {} (shape {}) does not require grad and has no grad_fn: no input of the "
+             "ops that made it requires grad, or it was made under NoGradGuard", i, o.shape());
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      TG_CHECK(o.numel() == 1, op, "grad can be implicitly created only for one-element outputs; output {} has shape {} "
+               "(pass a gradient of that shape, e.g. ones_like)", i, o.shape());
+      g = ones(o.shape(), o.dtype());
+    }
+    TG_CHECK(g.shape() == o.shape(), op, "gradient of shape {} given for output {} of shape {}", g.shape(), i, o.shape());
+    grads.push_back(to(g, o.dtype()));
+  }
+  return grads;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, BackwardOptions opts) {
+  std::vector<Tensor> grads = root_gradients(outputs, grad_outputs, "backward");
+  Engine e(opts.retain_graph, opts.create_graph, /*accumulate_leaves=*/true);
+  e.run(outputs, grads, 0);
+}
+
+void Tensor::backward(const Tensor& grad, BackwardOptions opts) const {
+  tg::backward({*this}, grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{}, opts);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, GradOptions opts) {
+  std::vector<Tensor> grads = root_gradients(outputs, grad_outputs, "grad");
+  Engine e(opts.retain_graph, opts.create_graph, /*accumulate_leaves=*/false);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TG_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad", "input {} does not require grad", i);
+    e.capture(inputs[i], i);
+  }
+  e.run(outputs, grads, inputs.size());
+  std::vector<Tensor> out = e.captured();
+  for (size_t i = 0; i < out.size(); ++i) {
+    TG_CHECK(out[i].defined() || opts.allow_unused, "grad", "input {} (shape {}) was not used to compute the outputs "
+             "(pass allow_unused=true to get an undefined gradient)", i, inputs[i].shape());
+    if (out[i].defined() && !opts.create_graph) out[i] = out[i].detach();
+  }
+  return out;
+}
+
+}  // namespace tg

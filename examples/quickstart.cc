@@ -1,0 +1,40 @@
+// Fits a two-layer MLP to y = sin(x) on [-pi, pi] with hand-written SGD on .grad().
+#include <cmath>
+
+#include <fmt/core.h>
+
+#include "tapegrad.h"
+
+int main() {
+  using tg::Tensor;
+  tg::manual_seed(0);
+
+  // 256 points on a grid, as a column: x [256, 1], y = sin(x).
+  Tensor x = tg::arange(-M_PI, M_PI, 2 * M_PI / 256).reshape({-1, 1});
+  Tensor y = tg::sin(x);
+
+  // Parameters: leaves that require grad.
+  const int64_t hidden = 32;
+  Tensor w1 = (tg::randn({1, hidden}) * 1.0).requires_grad_();
+  Tensor b1 = tg::zeros({hidden}).requires_grad_();
+  Tensor w2 = (tg::randn({hidden, 1}) * (1.0 / std::sqrt(hidden))).requires_grad_();
+  Tensor b2 = tg::zeros({1}).requires_grad_();
+
+  const double lr = 0.05;
+  for (int step = 0; step <= 3000; ++step) {
+    Tensor h = tg::tanh(tg::matmul(x, w1) + b1);   // [256, 32]
+    Tensor pred = tg::matmul(h, w2) + b2;         // [256, 1]
+    Tensor loss = tg::mean(tg::square(pred - y));
+
+    loss.backward();                              // fills .grad() of w1, b1, w2, b2
+    {
+      tg::NoGradGuard no_grad;                    // the update itself is not recorded
+      for (Tensor* p : {&w1, &b1, &w2, &b2}) {
+        p->add_(p->grad(), -lr);                  // p -= lr * dloss/dp, in place
+        p->zero_grad();                           // gradients accumulate otherwise
+      }
+    }
+    if (step % 500 == 0) fmt::print("step {:5d}  loss {:.6f}\n", step, loss.item());
+  }
+  return 0;
+}

@@ -1,0 +1,128 @@
+#pragma once
+// The recorded graph. Every op whose inputs require grad (and grad mode is on) records one Node:
+// its name, edges to the nodes (or leaves) that produced its inputs, and a backward function
+// that maps the gradient of its output to gradients of its inputs. Saved tensors live inside the
+// backward closure; the output, when backward needs it, is saved by the node itself (to avoid a
+// reference cycle output -> node -> output).
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+
+#include <absl/container/inlined_vector.h>
+#include <absl/types/span.h>
+
+#include "graph/tensor.h"
+
+namespace tg {
+
+using Grads = absl::InlinedVector<Tensor, 3>;
+class Node;
+// grad: gradient of the op's output; node: gives needs(i) and the saved output().
+using BackwardFn = std::function<Grads(const Tensor& grad, const Node& node)>;
+
+struct Edge {
+  std::shared_ptr<Node> node;        // the input came from this op ...
+  std::shared_ptr<TensorImpl> leaf;  // ... or is this leaf that requires grad
+  bool defined() const { return node || leaf; }
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node(const char* name, BackwardFn fn) : name_(name), fn_(std::move(fn)), seq_(next_seq()) {}
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const char* name() const { return name_; }
+  uint64_t seq() const { return seq_; }
+  size_t num_inputs() const { return edges_.size(); }
+  bool needs(size_t i) const { return i < edges_.size() && edges_[i].defined(); }
+  const Edge& edge(size_t i) const { return edges_[i]; }
+  const Shape& out_shape() const { return out_shape_; }
+  DType out_dtype() const { return out_dtype_; }
+  // The op's output, with this node as its grad_fn (so a create_graph backward differentiates it).
+  Tensor output() const;
+  bool released() const { return released_; }
+
+  // Engine interface (autodiff/engine.cc).
+  Grads apply(const Tensor& grad);
+  void release();  // frees the closure, saved tensors and edges after a non-retaining backward
+  std::vector<GradHook>& pre_hooks() { return pre_hooks_; }
+
+ private:
+  friend Tensor record_node(const char*, Tensor, absl::Span<const Tensor>, BackwardFn, bool);
+  static uint64_t next_seq();
+
+  const char* name_;
+  BackwardFn fn_;
+  uint64_t seq_;
+  absl::InlinedVector<Edge, 2> edges_;
+  Shape out_shape_;
+  DType out_dtype_ = DType::Float32;
+  std::shared_ptr<Storage> saved_out_;
+  int64_t saved_out_offset_ = 0;
+  std::vector<GradHook> pre_hooks_;
+  bool released_ = false;
+};
+
+// Grad mode (thread-local): when off, ops record nothing.
+bool grad_enabled();
+void set_grad_enabled(bool on);
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+ private:
+  bool prev_;
+};
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool on) : prev_(grad_enabled()) { set_grad_enabled(on); }
+  ~GradModeGuard() { set_grad_enabled(prev_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+ private:
+  bool prev_;
+};
+
+// Anomaly mode (global): every op's output and every backward's gradients are checked for
+// NaN/Inf, and the first op that produced one is named in a tg::Error.
+bool anomaly_enabled();
+void set_anomaly_enabled(bool on);
+class AnomalyGuard {
+ public:
+  explicit AnomalyGuard(bool on = true) : prev_(anomaly_enabled()) { set_anomaly_enabled(on); }
+  ~AnomalyGuard() { set_anomaly_enabled(prev_); }
+  AnomalyGuard(const AnomalyGuard&) = delete;
+  AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+ private:
+  bool prev_;
+};
+// Throws naming `what` when t (floating) holds a NaN or Inf.
+void check_finite(const Tensor& t, const char* op, const char* what);
+
+// True when grad mode is on and any input requires grad.
+inline bool needs_record(absl::Span<const Tensor> inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+// Attaches a node to `out` (when needed) and returns it. This is the one place every op,
+// library or user-defined, goes through: custom ops call it exactly as the built-ins do.
+Tensor record_node(const char* op, Tensor out, absl::Span<const Tensor> inputs, BackwardFn fn,
+                   bool save_output);
+
+template <class F>
+Tensor record(const char* op, Tensor out, absl::Span<const Tensor> inputs, F&& backward,
+              bool save_output = false) {
+  if (anomaly_enabled()) check_finite(out, op, "forward");
+  if (!needs_record(inputs)) return out;
+  return record_node(op, std::move(out), inputs, BackwardFn(std::forward<F>(backward)), save_output);
+}
+
+}  // namespace tg

@@ -1,0 +1,61 @@
+#pragma once
+// DType and Shape: the two small value types every tensor carries.
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include <absl/container/inlined_vector.h>
+#include <fmt/format.h>
+
+namespace tg {
+
+enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+inline constexpr DType kFloat32 = DType::Float32;
+inline constexpr DType kFloat64 = DType::Float64;
+inline constexpr DType kInt64 = DType::Int64;
+inline constexpr DType kBool = DType::Bool;
+
+size_t dtype_size(DType d);
+const char* dtype_name(DType d);
+inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+
+// Dimensions of a tensor, outermost first. Rank 0 (empty) is a scalar.
+class Shape : public absl::InlinedVector<int64_t, 6> {
+ public:
+  using Base = absl::InlinedVector<int64_t, 6>;
+  using Base::Base;
+  Shape(std::initializer_list<int64_t> dims) : Base(dims) {}
+  int64_t numel() const;
+  int64_t rank() const { return static_cast<int64_t>(size()); }
+  std::string str() const;  // "[2, 3]"
+};
+
+// Row-major (C-order) strides in elements.
+Shape contiguous_strides(const Shape& s);
+// Turns a possibly negative axis into [0, rank); throws naming `op` when out of range.
+int64_t normalize_axis(int64_t axis, int64_t rank, const char* op);
+
+}  // namespace tg
+
+template <>
+struct fmt::formatter<tg::Shape> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tg::Shape& s, Ctx& ctx) const {
+    std::string str = s.str();
+    return fmt::formatter<std::string_view>::format(str, ctx);
+  }
+};
+template <>
+struct fmt::formatter<tg::DType> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(tg::DType d, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tg::dtype_name(d), ctx);
+  }
+};

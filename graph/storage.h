@@ -1,0 +1,34 @@
+#pragma once
+// Storage: one 64-byte-aligned buffer, shared by every tensor that views it. Freed buffers go
+// back to a bounded cache (by size) so that a training loop does not pay for fresh pages on
+// every step; the cache never holds more than storage_cache_limit() bytes.
+#include <cstddef>
+#include <memory>
+
+namespace tg {
+
+class Storage {
+ public:
+  explicit Storage(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+};
+
+std::shared_ptr<Storage> make_storage(size_t nbytes);
+
+// Bytes currently held by the cache, its limit, and a way to empty it.
+size_t storage_cache_bytes();
+size_t storage_cache_limit();
+void set_storage_cache_limit(size_t bytes);
+void empty_storage_cache();
+// Bytes held by live storages (for tests of memory release).
+size_t storage_live_bytes();
+
+}  // namespace tg

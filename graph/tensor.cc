@@ -1,0 +1,125 @@
+#include "graph/tensor.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "graph/node.h"
+
+namespace tg {
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) TG_CHECK(d >= 0, "empty", "negative dimension {} in shape {}", d, shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = make_storage(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t d) const {
+  return shape()[normalize_axis(d, dim(), "size")];
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data()) + impl().offset * static_cast<int64_t>(dtype_size(dtype()));
+}
+
+double Tensor::item() const {
+  TG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape {} ({} elements)", shape(), numel());
+  switch (dtype()) {
+    case DType::Float32: return *data<float>();
+    case DType::Float64: return *data<double>();
+    case DType::Int64: return static_cast<double>(*data<int64_t>());
+    case DType::Bool: return *data<bool>() ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out(static_cast<size_t>(numel()));
+  auto copy = [&](auto* p) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
+  };
+  switch (dtype()) {
+    case DType::Float32: copy(data<float>()); break;
+    case DType::Float64: copy(data<double>()); break;
+    case DType::Int64: copy(data<int64_t>()); break;
+    case DType::Bool: copy(data<bool>()); break;
+  }
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<int> Tensor::to_vector<int>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+Tensor& Tensor::set_requires_grad(bool r) {
+  TG_CHECK(is_leaf(), "requires_grad", "can only be set on a leaf tensor; this one was produced by '{}' "
+           "(use detach() first)", grad_fn_name());
+  TG_CHECK(!r || is_floating(dtype()), "requires_grad", "only float32 and float64 tensors can require "
+           "gradients, got {}", dtype());
+  impl().requires_grad = r;
+  return *this;
+}
+
+std::string Tensor::grad_fn_name() const { return impl().grad_fn ? impl().grad_fn->name() : ""; }
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined()) {
+    TG_CHECK(g.shape() == shape() && g.dtype() == dtype(), "set_grad",
+             "gradient of shape {} ({}) does not match the tensor's shape {} ({})", g.shape(), g.dtype(),
+             shape(), dtype());
+  }
+  impl().grad = g.impl_ptr();
+}
+
+void Tensor::zero_grad() { impl().grad.reset(); }
+
+Tensor Tensor::detach() const {
+  auto d = std::make_shared<TensorImpl>();
+  d->storage = impl().storage;
+  d->offset = impl().offset;
+  d->shape = impl().shape;
+  d->dtype = impl().dtype;
+  return Tensor(std::move(d));
+}
+
+void Tensor::retain_grad() {
+  TG_CHECK(requires_grad(), "retain_grad", "tensor does not require grad");
+  if (is_leaf() || impl().retains_grad) return;
+  impl().retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  impl().grad_fn->pre_hooks().push_back([weak](const Tensor& g) {
+    if (auto self = weak.lock()) {
+      // The engine hands hooks fresh tensors; store a detached alias of the gradient.
+      Tensor d = g.detach();
+      self->grad = self->grad ? self->grad : d.impl_ptr();
+      if (self->grad != d.impl_ptr()) {
+        Tensor sum = Tensor::empty(d.shape(), d.dtype());
+        dispatch_float(d.dtype(), "retain_grad", [&](auto tag) {
+          using T = decltype(tag);
+          const T* a = Tensor(self->grad).data<T>();
+          const T* b = d.data<T>();
+          T* o = sum.data<T>();
+          for (int64_t i = 0; i < d.numel(); ++i) o[i] = a[i] + b[i];
+        });
+        self->grad = sum.impl_ptr();
+      }
+    }
+    return Tensor();
+  });
+}
+
+void Tensor::register_hook(GradHook hook) {
+  TG_CHECK(requires_grad(), "register_hook", "cannot register a hook on a tensor that does not require grad");
+  if (is_leaf())
+    impl().hooks.push_back(std::move(hook));
+  else
+    impl().grad_fn->pre_hooks().push_back(std::move(hook));
+}
+
+}  // namespace tg

@@ -1,0 +1,137 @@
+#pragma once
+// Tensor: a handle to (storage, offset, shape, dtype) plus what autodiff needs (requires_grad,
+// grad, the node that produced it). Copying a Tensor copies the handle, not the data.
+//
+// Every tensor is contiguous and row-major: movement ops other than reshape/view produce copies,
+// so every kernel walks plain arrays. reshape/view/flatten/squeeze/unsqueeze share storage.
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/shape.h"
+#include "graph/storage.h"
+
+namespace tg {
+
+class Node;
+class Tensor;
+struct TensorImpl;
+
+// A gradient hook: receives the gradient, returns a replacement or an undefined Tensor to keep it.
+using GradHook = std::function<Tensor(const Tensor&)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  DType dtype = DType::Float32;
+  bool requires_grad = false;
+  bool retains_grad = false;
+  std::shared_ptr<Node> grad_fn;        // null for leaves
+  std::shared_ptr<TensorImpl> grad;     // accumulated gradient of a leaf (or retained)
+  std::vector<GradHook> hooks;          // hooks of a leaf (non-leaf hooks live on grad_fn)
+};
+
+struct BackwardOptions {
+  bool retain_graph = false;
+  bool create_graph = false;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // A fresh, uninitialised contiguous tensor.
+  static Tensor empty(const Shape& shape, DType dtype = kFloat32);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  int64_t dim() const { return shape().rank(); }
+  int64_t size(int64_t d) const;
+  int64_t numel() const { return shape().numel(); }
+  DType dtype() const { return impl().dtype; }
+
+  // Raw element access (checked dtype). The pointer already includes the view's offset.
+  template <class T> T* data() const;
+  void* raw_data() const;
+  double item() const;                 // a one-element tensor's value, as double
+  template <class T> T item() const { return static_cast<T>(item()); }
+  template <class T> std::vector<T> to_vector() const;  // converts from any dtype
+
+  // Autodiff.
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& set_requires_grad(bool r = true);   // leaves only
+  Tensor& requires_grad_(bool r = true) { return set_requires_grad(r); }
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
+  std::string grad_fn_name() const;            // "mul", "matmul", ... or "" for a leaf
+  Tensor grad() const;                         // undefined until a backward reaches it
+  void set_grad(const Tensor& g);
+  void zero_grad();                            // drops the gradient (as set_to_none=True)
+  Tensor detach() const;                       // same storage, no history
+  void retain_grad();                          // keep .grad() on a non-leaf
+  void register_hook(GradHook hook);
+  void backward(const Tensor& grad = Tensor(), BackwardOptions opts = {}) const;  // autodiff/engine.cc
+
+  // In-place updates (for optimizers), allowed on leaves under NoGradGuard or on tensors that
+  // do not require grad: self += alpha * other (other broadcasts to self), self *= s, self = v.
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(double s);
+  Tensor& fill_(double v);
+  Tensor& copy_(const Tensor& src);
+
+  // Convenience forms of ops (ops/*.cc).
+  Tensor reshape(const Shape& s) const;
+  Tensor view(const Shape& s) const;
+  Tensor flatten() const;
+  Tensor permute(const Shape& order) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor squeeze(int64_t d) const;
+  Tensor unsqueeze(int64_t d) const;
+  Tensor expand(const Shape& s) const;
+  Tensor slice(int64_t d, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t d, int64_t start, int64_t length) const;
+  Tensor sum() const;
+  Tensor sum(std::initializer_list<int64_t> axes, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(std::initializer_list<int64_t> axes, bool keepdim = false) const;
+  Tensor to(DType d) const;
+  Tensor clone() const;
+  Tensor contiguous() const { return *this; }
+
+  TensorImpl& impl() const {
+    TG_CHECK(impl_, "tensor", "use of an undefined Tensor (default-constructed or moved-from)");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+template <class T>
+T* Tensor::data() const {
+  TG_CHECK(dtype() == dtype_of<T>(), "data", "tensor has dtype {}, requested {}", dtype(), dtype_of<T>());
+  return static_cast<T*>(impl().storage->data()) + impl().offset;
+}
+
+// Calls f with a typed null pointer for the dtype: DISPATCH_FLOAT(t.dtype(), "op", [&](auto tag) {
+// using T = decltype(tag); ... }). Float32 and Float64 only; anything else is an error naming op.
+template <class F>
+decltype(auto) dispatch_float(DType d, const char* op, F&& f) {
+  switch (d) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default: break;
+  }
+  detail::fail(op, "dtype {} is not supported (expected float32 or float64)", d);
+}
+
+}  // namespace tg

@@ -1,0 +1,480 @@
+// Elementwise ops: each op's shape rule, forward kernel and backward formula side by side.
+// Backward formulas are written with public ops, so they are differentiable themselves.
+#include "ops/elementwise.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "graph/factory.h"
+#include "ops/op_util.h"
+#include "ops/reduce.h"
+
+namespace tg {
+using detail::binary_forward;
+using detail::check_float;
+using detail::unary_forward;
+namespace k = kernels;
+
+namespace {
+
+// Brings a and b to one float dtype: float64 wins over float32; int64/bool convert to the
+// other operand's float dtype. Two non-float operands are an error naming op.
+std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b, const char* op) {
+  detail::check_defined(a, op, "first input");
+  detail::check_defined(b, op, "second input");
+  if (a.dtype() == b.dtype()) {
+    TG_CHECK(is_floating(a.dtype()), op, "expected float32 or float64 tensors, got {} of shape {} and {} of shape {}",
+             a.dtype(), a.shape(), b.dtype(), b.shape());
+    return {a, b};
+  }
+  TG_CHECK(is_floating(a.dtype()) || is_floating(b.dtype()), op,
+           "expected float32 or float64 tensors, got {} of shape {} and {} of shape {}", a.dtype(), a.shape(),
+           b.dtype(), b.shape());
+  DType d = (a.dtype() == kFloat64 || b.dtype() == kFloat64) ? kFloat64 : kFloat32;
+  return {to(a, d), to(b, d)};
+}
+
+Tensor affine(const char* op, const Tensor& x, double alpha, double beta) {
+  Tensor out = unary_forward(op, x, [&](auto t) {
+    using T = decltype(t);
+    return k::Affine<T>{static_cast<T>(alpha), static_cast<T>(beta)};
+  });
+  return record(op, out, {x}, [alpha](const Tensor& g, const Node&) {
+    return Grads{alpha == 1.0 ? g : mul(g, alpha)};
+  });
+}
+
+// Masks (bool, or anything convertible) to the float dtype of `like`.
+Tensor as_float_mask(const Tensor& m, const Tensor& like) { return to(m, like.dtype()); }
+
+}  // namespace
+
+// ---- Binary --------------------------------------------------------------------------------
+
+Tensor add(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promote(a0, b0, "add");
+  Tensor out = binary_forward("add", a, b, k::Add{});
+  return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
+    return Grads{n.needs(0) ? sum_to(g, sa) : Tensor(), n.needs(1) ? sum_to(g, sb) : Tensor()};
+  });
+}
+
+Tensor sub(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promote(a0, b0, "sub");
+  Tensor out = binary_forward("sub", a, b, k::Sub{});
+  return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
+    return Grads{n.needs(0) ? sum_to(g, sa) : Tensor(), n.needs(1) ? sum_to(neg(g), sb) : Tensor()};
+  });
+}
+
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promote(a0, b0, "mul");
+  Tensor out = binary_forward("mul", a, b, k::Mul{});
+  return record("mul", out, {a, b}, [a, b](const Tensor& g, const Node& n) {
+    return Grads{n.needs(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
+                 n.needs(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promote(a0, b0, "div");
+  Tensor out = binary_forward("div", a, b, k::Div{});
+  return record("div", out, {a, b}, [a, b](const Tensor& g, const Node& n) {
+    Tensor gb;  // d(a/b)/db = -a / b^2
+    if (n.needs(1)) gb = sum_to(neg(div(mul(g, a), mul(b, b))), b.shape());
+    return Grads{n.needs(0) ? sum_to(div(g, b), a.shape()) : Tensor(), gb};
+  });
+}
+
+Tensor pow(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promote(a0, b0, "pow");
+  Tensor out = binary_forward("pow", a, b, k::Pow{});
+  return record("pow", out, {a, b}, [a, b](const Tensor& g, const Node& n) {
+    Tensor ga, gb;
+    if (n.needs(0)) ga = sum_to(mul(g, mul(b, pow(a, sub(b, 1.0)))), a.shape());
+    if (n.needs(1)) gb = sum_to(mul(g, mul(n.output(), log(a))), b.shape());
+    return Grads{ga, gb};
+  }, /*save_output=*/true);
+}
+
+namespace {
+// Gradient of maximum/minimum: to a where a wins, to b where b wins, half each on ties.
+Tensor extremum(const char* op, const Tensor& a0, const Tensor& b0, bool is_max) {
+  auto [a, b] = promote(a0, b0, op);
+  Tensor out = is_max ? binary_forward(op, a, b, k::Max{}) : binary_forward(op, a, b, k::Min{});
+  return record(op, out, {a, b}, [a, b, is_max](const Tensor& g, const Node& n) {
+    Tensor wins = as_float_mask(is_max ? gt(a, b) : lt(a, b), g);
+    Tensor ties = as_float_mask(eq(a, b), g);
+    Tensor wa = add(wins, mul(ties, 0.5));  // share of a
+    Tensor ga, gb;
+    if (n.needs(0)) ga = sum_to(mul(g, wa), a.shape());
+    if (n.needs(1)) gb = sum_to(mul(g, sub(1.0, wa)), b.shape());
+    return Grads{ga, gb};
+  });
+}
+}  // namespace
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", a, b, false); }
+
+// ---- Tensor-scalar -------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, double b) { return affine("add", a, 1.0, b); }
+Tensor sub(const Tensor& a, double b) { return affine("sub", a, 1.0, -b); }
+Tensor sub(double a, const Tensor& b) { return affine("sub", b, -1.0, a); }
+Tensor mul(const Tensor& a, double b) { return affine("mul", a, b, 0.0); }
+Tensor div(const Tensor& a, double b) { return affine("div", a, 1.0 / b, 0.0); }
+Tensor div(double a, const Tensor& b) { return a == 1.0 ? reciprocal(b) : mul(reciprocal(b), a); }
+Tensor neg(const Tensor& x) { return affine("neg", x, -1.0, 0.0); }
+
+Tensor pow(const Tensor& a, double p) {
+  Tensor out = unary_forward("pow", a, [&](auto t) { return k::PowScalar<decltype(t)>{static_cast<decltype(t)>(p)}; });
+  return record("pow", out, {a}, [a, p](const Tensor& g, const Node&) {
+    if (p == 0.0) return Grads{zeros_like(g)};
+    if (p == 1.0) return Grads{g};
+    if (p == 2.0) return Grads{mul(g, mul(a, 2.0))};
+    return Grads{mul(g, mul(pow(a, p - 1.0), p))};
+  });
+}
+
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  TG_CHECK(!(lo > hi), "clamp", "lower bound {} exceeds upper bound {}", lo, hi);
+  Tensor out = unary_forward("clamp", a, [&](auto t) {
+    using T = decltype(t);
+    return k::Clamp<T>{static_cast<T>(lo), static_cast<T>(hi)};
+  });
+  return record("clamp", out, {a}, [a, lo, hi](const Tensor& g, const Node&) {
+    // The gradient passes where lo <= a <= hi (as torch.clamp).
+    Tensor inside = logical_and(ge(a, lo), le(a, hi));
+    return Grads{where(inside, g, 0.0)};
+  });
+}
+Tensor maximum(const Tensor& a, double b) { return clamp(a, b, std::numeric_limits<double>::infinity()); }
+Tensor minimum(const Tensor& a, double b) { return clamp(a, -std::numeric_limits<double>::infinity(), b); }
+
+// ---- Unary ---------------------------------------------------------------------------------
+
+#define TG_UNARY(name, Functor) unary_forward(#name, x, [](auto) { return k::Functor{}; })
+
+Tensor exp(const Tensor& x) {
+  return record("exp", TG_UNARY(exp, Exp), {x}, [](const Tensor& g, const Node& n) {
+    return Grads{mul(g, n.output())};
+  }, true);
+}
+Tensor log(const Tensor& x) {
+  return record("log", TG_UNARY(log, Log), {x}, [x](const Tensor& g, const Node&) { return Grads{div(g, x)}; });
+}
+Tensor sqrt(const Tensor& x) {
+  return record("sqrt", TG_UNARY(sqrt, Sqrt), {x}, [](const Tensor& g, const Node& n) {
+    return Grads{div(g, mul(n.output(), 2.0))};
+  }, true);
+}
+Tensor rsqrt(const Tensor& x) {
+  return record("rsqrt", TG_UNARY(rsqrt, Rsqrt), {x}, [](const Tensor& g, const Node& n) {
+    return Grads{mul(g, mul(pow(n.output(), 3.0), -0.5))};  // d x^-1/2 = -1/2 x^-3/2
+  }, true);
+}
+Tensor abs(const Tensor& x) {
+  return record("abs", TG_UNARY(abs, Abs), {x}, [x](const Tensor& g, const Node&) { return Grads{mul(g, sign(x))}; });
+}
+Tensor sign(const Tensor& x) { return TG_UNARY(sign, Sign); }
+Tensor square(const Tensor& x) {
+  return record("square", TG_UNARY(square, Square), {x}, [x](const Tensor& g, const Node&) {
+    return Grads{mul(g, mul(x, 2.0))};
+  });
+}
+Tensor reciprocal(const Tensor& x) {
+  return record("reciprocal", TG_UNARY(reciprocal, Reciprocal), {x}, [](const Tensor& g, const Node& n) {
+    Tensor y = n.output();
+    return Grads{neg(mul(g, mul(y, y)))};
+  }, true);
+}
+Tensor tanh(const Tensor& x) {
+  return record("tanh", TG_UNARY(tanh, Tanh), {x}, [](const Tensor& g, const Node& n) {
+    Tensor y = n.output();
+    return Grads{mul(g, sub(1.0, mul(y, y)))};
+  }, true);
+}
+Tensor sigmoid(const Tensor& x) {
+  return record("sigmoid", TG_UNARY(sigmoid, Sigmoid), {x}, [](const Tensor& g, const Node& n) {
+    Tensor y = n.output();
+    return Grads{mul(g, mul(y, sub(1.0, y)))};
+  }, true);
+}
+Tensor relu(const Tensor& x) {
+  return record("relu", TG_UNARY(relu, Relu), {x}, [x](const Tensor& g, const Node&) {
+    return Grads{where(gt(x, 0.0), g, 0.0)};
+  });
+}
+Tensor silu(const Tensor& x) {
+  return record("silu", TG_UNARY(silu, Silu), {x}, [x](const Tensor& g, const Node&) {
+    Tensor s = sigmoid(x);  // d/dx x s(x) = s (1 + x (1 - s))
+    return Grads{mul(g, mul(s, add(mul(x, sub(1.0, s)), 1.0)))};
+  });
+}
+Tensor erf(const Tensor& x) {
+  return record("erf", TG_UNARY(erf, Erf), {x}, [x](const Tensor& g, const Node&) {
+    return Grads{mul(g, mul(exp(neg(square(x))), M_2_SQRTPI))};
+  });
+}
+Tensor sin(const Tensor& x) {
+  return record("sin", TG_UNARY(sin, Sin), {x}, [x](const Tensor& g, const Node&) { return Grads{mul(g, cos(x))}; });
+}
+Tensor cos(const Tensor& x) {
+  return record("cos", TG_UNARY(cos, Cos), {x}, [x](const Tensor& g, const Node&) { return Grads{neg(mul(g, sin(x)))}; });
+}
+Tensor gelu(const Tensor& x, GeluApprox approx) {
+  if (approx == GeluApprox::Tanh) {
+    return record("gelu", TG_UNARY(gelu, GeluTanh), {x}, [x](const Tensor& g, const Node&) {
+      const double kk = 0.7978845608028654, c = 0.044715;
+      Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), c)), kk));
+      Tensor dt = mul(sub(1.0, square(t)), mul(add(mul(square(x), 3.0 * c), 1.0), kk));
+      return Grads{mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(x, dt), 0.5)))};
+    });
+  }
+  return record("gelu", TG_UNARY(gelu, GeluErf), {x}, [x](const Tensor& g, const Node&) {
+    Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1.0), 0.5);
+    Tensor pdf = mul(exp(mul(square(x), -0.5)), 0.3989422804014327);  // 1/sqrt(2 pi)
+    return Grads{mul(g, add(cdf, mul(x, pdf)))};
+  });
+}
+#undef TG_UNARY
+
+// ---- Copies and casts ----------------------------------------------------------------------
+
+Tensor clone(const Tensor& x) {
+  detail::check_defined(x, "clone");
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  std::memcpy(out.raw_data(), x.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype()));
+  return record("clone", out, {x}, [](const Tensor& g, const Node&) { return Grads{g}; });
+}
+
+namespace {
+template <class From, class To>
+void convert(const From* src, To* dst, int64_t n) {
+  k::parallel_for(0, n, k::kParallelGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) {
+      if constexpr (std::is_same_v<To, bool>) dst[i] = src[i] != From(0);
+      else dst[i] = static_cast<To>(src[i]);
+    }
+  });
+}
+template <class F>
+void dispatch_all(DType d, F&& f) {
+  switch (d) {
+    case DType::Float32: f(float{}); break;
+    case DType::Float64: f(double{}); break;
+    case DType::Int64: f(int64_t{}); break;
+    case DType::Bool: f(bool{}); break;
+  }
+}
+}  // namespace
+
+Tensor to(const Tensor& x, DType dtype) {
+  detail::check_defined(x, "to");
+  if (x.dtype() == dtype) return x;
+  Tensor out = Tensor::empty(x.shape(), dtype);
+  dispatch_all(x.dtype(), [&](auto from) {
+    dispatch_all(dtype, [&](auto too) {
+      convert(x.data<decltype(from)>(), out.data<decltype(too)>(), x.numel());
+    });
+  });
+  if (!is_floating(dtype) || !is_floating(x.dtype())) return out;
+  return record("to", out, {x}, [from = x.dtype()](const Tensor& g, const Node&) { return Grads{to(g, from)}; });
+}
+
+// ---- In-place updates ----------------------------------------------------------------------
+
+namespace {
+void check_inplace(const Tensor& self, const char* op) {
+  TG_CHECK(!(self.requires_grad() && grad_enabled()), op, "in-place update of a tensor that requires grad (shape {}) "
+           "while grad mode is on; wrap the update in tg::NoGradGuard", self.shape());
+  TG_CHECK(self.is_leaf(), op, "in-place update of a tensor produced by '{}' would corrupt its graph",
+           self.grad_fn_name());
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_inplace(*this, "add_");
+  detail::check_float(*this, "add_");
+  detail::check_defined(other, "add_", "other");
+  TG_CHECK(broadcast_shapes(shape(), other.shape(), "add_") == shape(), "add_",
+           "other of shape {} does not broadcast to this tensor's shape {}", other.shape(), shape());
+  Tensor o = tg::to(other.detach(), dtype());
+  BroadcastPlan p = make_broadcast_plan(shape(), {shape(), o.shape()});
+  dispatch_float(dtype(), "add_", [&](auto tag) {
+    using T = decltype(tag);
+    T* self = data<T>();
+    const T* src = o.data<T>();
+    const T a = static_cast<T>(alpha);
+    for_each_run(p, [&](int64_t off, const int64_t* in, int64_t n) {
+      // self += a * other, vectorized by the Affine-like fma in binary_run
+      k::binary_run(self + in[0], 1, src + in[1], p.inner_stride[1], self + off, n,
+                    [a](auto x, auto y) { return x + decltype(x)(a) * y; });
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::mul_(double s) {
+  check_inplace(*this, "mul_");
+  detail::check_float(*this, "mul_");
+  dispatch_float(dtype(), "mul_", [&](auto tag) {
+    using T = decltype(tag);
+    k::unary(data<T>(), data<T>(), numel(), k::Affine<T>{static_cast<T>(s), T(0)});
+  });
+  return *this;
+}
+
+Tensor& Tensor::fill_(double v) {
+  check_inplace(*this, "fill_");
+  tg::fill_(*this, v);
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_inplace(*this, "copy_");
+  detail::check_defined(src, "copy_", "source");
+  TG_CHECK(src.shape() == shape(), "copy_", "source shape {} differs from this tensor's shape {}", src.shape(), shape());
+  Tensor s = tg::to(src.detach(), dtype());
+  std::memcpy(raw_data(), s.raw_data(), static_cast<size_t>(numel()) * dtype_size(dtype()));
+  return *this;
+}
+
+// ---- Comparisons and masks -----------------------------------------------------------------
+
+namespace {
+template <class Cmp>
+Tensor compare(const char* op, const Tensor& a0, const Tensor& b0, Cmp cmp) {
+  detail::check_defined(a0, op, "first input");
+  detail::check_defined(b0, op, "second input");
+  Tensor a = a0, b = b0;
+  if (a.dtype() != b.dtype()) {
+    DType d = (a.dtype() == kFloat32 || b.dtype() == kFloat32) && a.dtype() != kFloat64 && b.dtype() != kFloat64
+                  ? kFloat32 : kFloat64;
+    NoGradGuard ng;
+    a = to(a, d);
+    b = to(b, d);
+  }
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = Tensor::empty(shape, kBool);
+  BroadcastPlan p = make_broadcast_plan(shape, {a.shape(), b.shape()});
+  bool* po = out.data<bool>();
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    for_each_run(p, [&](int64_t o, const int64_t* in, int64_t n) {
+      const T* x = pa + in[0];
+      const T* y = pb + in[1];
+      int64_t sx = p.inner_stride[0], sy = p.inner_stride[1];
+      for (int64_t i = 0; i < n; ++i) po[o + i] = cmp(x[i * sx], y[i * sy]);
+    });
+  });
+  return out;
+}
+Tensor scalar_like(double v, const Tensor& like) {
+  return scalar(v, is_floating(like.dtype()) ? like.dtype() : kFloat64);
+}
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(b, a)); }
+Tensor ne(const Tensor& a, double b) { return ne(a, scalar_like(b, a)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(b, a)); }
+Tensor le(const Tensor& a, double b) { return le(a, scalar_like(b, a)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(b, a)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, scalar_like(b, a)); }
+
+namespace {
+void check_mask(const Tensor& m, const char* op) {
+  detail::check_defined(m, op, "mask");
+  TG_CHECK(m.dtype() == kBool, op, "expected a bool mask, got {} of shape {} (compare with eq/gt/... or use to(kBool))",
+           m.dtype(), m.shape());
+}
+}  // namespace
+
+Tensor logical_not(const Tensor& m) {
+  check_mask(m, "logical_not");
+  Tensor out = Tensor::empty(m.shape(), kBool);
+  const bool* pm = m.data<bool>();
+  bool* po = out.data<bool>();
+  for (int64_t i = 0; i < m.numel(); ++i) po[i] = !pm[i];
+  return out;
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  check_mask(a, "logical_and");
+  check_mask(b, "logical_and");
+  return compare("logical_and", a, b, [](bool x, bool y) { return x && y; });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_mask(a, "logical_or");
+  check_mask(b, "logical_or");
+  return compare("logical_or", a, b, [](bool x, bool y) { return x || y; });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
+  check_mask(cond, "where");
+  auto [a, b] = promote(a0, b0, "where");
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = Tensor::empty(shape, a.dtype());
+  BroadcastPlan p = make_broadcast_plan(shape, {cond.shape(), a.shape(), b.shape()});
+  const bool* pc = cond.data<bool>();
+  dispatch_float(a.dtype(), "where", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    for_each_run(p, [&](int64_t o, const int64_t* in, int64_t n) {
+      const bool* c = pc + in[0];
+      const T* x = pa + in[1];
+      const T* y = pb + in[2];
+      int64_t sc = p.inner_stride[0], sx = p.inner_stride[1], sy = p.inner_stride[2];
+      for (int64_t i = 0; i < n; ++i) po[o + i] = c[i * sc] ? x[i * sx] : y[i * sy];
+    });
+  });
+  return record("where", out, {a, b}, [cond, sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
+    Tensor ga, gb;
+    if (n.needs(0)) ga = sum_to(where(cond, g, 0.0), sa);
+    if (n.needs(1)) gb = sum_to(masked_fill(g, cond, 0.0), sb);
+    return Grads{ga, gb};
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  check_float(a, "where");
+  return where(cond, a, scalar(b, a.dtype()));
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_float(x, "masked_fill");
+  check_mask(mask, "masked_fill");
+  Shape s = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
+  TG_CHECK(s == x.shape(), "masked_fill", "mask of shape {} does not broadcast to the input's shape {}",
+           mask.shape(), x.shape());
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  BroadcastPlan p = make_broadcast_plan(s, {x.shape(), mask.shape()});
+  const bool* pm = mask.data<bool>();
+  dispatch_float(x.dtype(), "masked_fill", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const T v = static_cast<T>(value);
+    for_each_run(p, [&](int64_t o, const int64_t* in, int64_t n) {
+      const T* xx = px + in[0];
+      const bool* m = pm + in[1];
+      int64_t sx = p.inner_stride[0], sm = p.inner_stride[1];
+      for (int64_t i = 0; i < n; ++i) po[o + i] = m[i * sm] ? v : xx[i * sx];
+    });
+  });
+  return record("masked_fill", out, {x}, [mask](const Tensor& g, const Node&) {
+    return Grads{masked_fill(g, mask, 0.0)};
+  });
+}
+
+}  // namespace tg

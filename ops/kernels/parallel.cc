@@ -1,0 +1,151 @@
+#include "ops/kernels/parallel.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tg {
+namespace {
+
+thread_local bool t_in_worker = false;
+
+class Pool {
+ public:
+  explicit Pool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { loop(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void run(int chunks, const std::function<void(int)>& fn) {
+    std::lock_guard call(call_mu_);  // one parallel region at a time
+    uint64_t gen;
+    {
+      std::lock_guard lock(mu_);
+      job_ = &fn;
+      chunks_ = chunks;
+      next_ = 0;
+      pending_ = chunks;
+      error_ = nullptr;
+      gen = ++generation_;
+    }
+    cv_.notify_all();
+    work(gen);
+    std::unique_lock lock(mu_);
+    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  // Claims chunks of generation `gen` under the lock until none is left.
+  void work(uint64_t gen) {
+    for (;;) {
+      int c;
+      const std::function<void(int)>* job;
+      {
+        std::lock_guard lock(mu_);
+        if (generation_ != gen || job_ == nullptr || next_ >= chunks_) return;
+        c = next_++;
+        job = job_;
+      }
+      std::exception_ptr err;
+      try {
+        (*job)(c);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      std::lock_guard lock(mu_);
+      if (err && !error_) error_ = err;
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+  void loop() {
+    t_in_worker = true;
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work(seen);
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex call_mu_, mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int)>* job_ = nullptr;
+  int chunks_ = 0;
+  int next_ = 0;
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+int initial_threads() {
+  if (const char* env = std::getenv("TG_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n >= 1) return n;
+  }
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw ? static_cast<int>(hw) : 1;
+}
+
+std::mutex g_pool_mu;
+std::atomic<int> g_threads{0};
+std::shared_ptr<Pool> g_pool;
+
+std::shared_ptr<Pool> pool() {
+  std::lock_guard lock(g_pool_mu);
+  if (g_threads.load() == 0) g_threads.store(initial_threads());
+  if (!g_pool || g_pool->size() != g_threads.load()) g_pool = std::make_shared<Pool>(g_threads.load());
+  return g_pool;
+}
+
+}  // namespace
+
+int num_threads() {
+  if (t_in_worker) return 1;
+  int n = g_threads.load();
+  if (n == 0) {
+    std::lock_guard lock(g_pool_mu);
+    if (g_threads.load() == 0) g_threads.store(initial_threads());
+    n = g_threads.load();
+  }
+  return n;
+}
+
+void set_num_threads(int n) {
+  std::lock_guard lock(g_pool_mu);
+  g_threads.store(n < 1 ? 1 : n);
+}
+
+namespace kernels {
+void parallel_run(int chunks, const std::function<void(int)>& fn) {
+  if (chunks <= 1 || t_in_worker) {
+    for (int c = 0; c < chunks; ++c) fn(c);
+    return;
+  }
+  // The caller runs chunks too; a parallel_for nested in them must run serially.
+  t_in_worker = true;
+  struct Reset { ~Reset() { t_in_worker = false; } } reset;
+  pool()->run(chunks, fn);
+}
+}  // namespace kernels
+}  // namespace tg

@@ -1,0 +1,42 @@
+#pragma once
+// The library's one thread pool. parallel_for splits [begin, end) into at most num_threads()
+// contiguous chunks of at least `grain` items; the calling thread runs one of them. Workers wait
+// on a condition variable (no spinning: on a 2-core machine a spinning pool slows everything).
+// A call from inside a worker runs serially. Kernels are written so that each output element is
+// computed by one thread in a fixed order: results do not depend on the thread count.
+#include <cstdint>
+#include <functional>
+
+namespace tg {
+
+int num_threads();
+// Sets the pool size (1 = everything on the calling thread). The environment variable
+// TG_NUM_THREADS sets the initial value; the default is the number of hardware threads.
+void set_num_threads(int n);
+
+namespace kernels {
+
+void parallel_run(int chunks, const std::function<void(int)>& fn);
+
+template <class F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
+  int64_t n = end - begin;
+  if (n <= 0) return;
+  int64_t max_chunks = grain > 0 ? n / grain : n;
+  int threads = num_threads();
+  int chunks = static_cast<int>(max_chunks < threads ? max_chunks : threads);
+  if (chunks <= 1) {
+    f(begin, end);
+    return;
+  }
+  parallel_run(chunks, [&](int c) {
+    int64_t b = begin + n * c / chunks, e = begin + n * (c + 1) / chunks;
+    if (b < e) f(b, e);
+  });
+}
+
+// Element counts above which elementwise and row-wise kernels go parallel.
+inline constexpr int64_t kParallelGrain = 32768;
+
+}  // namespace kernels
+}  // namespace tg

@@ -1,0 +1,65 @@
+#pragma once
+// Softmax and log-softmax over the middle axis of an [outer, D, inner] array: max, sum of
+// exponentials, normalise. inner == 1 (the last axis, the common case) is vectorized.
+#include <cmath>
+#include <limits>
+
+#include "ops/kernels/reduce.h"
+
+namespace tg::kernels {
+
+template <class T, bool kLog>
+void softmax_rows(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(B::size);
+  const T ninf = -std::numeric_limits<T>::infinity();
+  if (inner == 1) {
+    parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        const T* xr = x + o * D;
+        T* yr = y + o * D;
+        const T m = fold_run(xr, D, Max{}, ninf);
+        const B vm(m);
+        B vs(T(0));
+        T s = 0;
+        int64_t i = 0;
+        for (; i + L <= D; i += L) {
+          B e = xsimd::exp(B::load_unaligned(xr + i) - vm);
+          if constexpr (!kLog) e.store_unaligned(yr + i);
+          vs += e;
+        }
+        for (; i < D; ++i) {
+          T e = std::exp(xr[i] - m);
+          if constexpr (!kLog) yr[i] = e;
+          s += e;
+        }
+        s += xsimd::hadd(vs);
+        if constexpr (kLog) {
+          const T shift = m + std::log(s);
+          unary_loop(xr, yr, D, Affine<T>{T(1), -shift});
+        } else {
+          const T inv = T(1) / s;
+          unary_loop(yr, yr, D, Affine<T>{inv, T(0)});
+        }
+      }
+    });
+    return;
+  }
+  parallel_for(0, outer * inner, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t a, int64_t b) {
+    for (int64_t t = a; t < b; ++t) {
+      const int64_t o = t / inner, j = t % inner;
+      const T* xr = x + o * D * inner + j;
+      T* yr = y + o * D * inner + j;
+      T m = ninf;
+      for (int64_t i = 0; i < D; ++i) m = Max{}(m, xr[i * inner]);
+      T s = 0;
+      for (int64_t i = 0; i < D; ++i) s += std::exp(xr[i * inner] - m);
+      for (int64_t i = 0; i < D; ++i) {
+        if constexpr (kLog) yr[i * inner] = xr[i * inner] - m - std::log(s);
+        else yr[i * inner] = std::exp(xr[i * inner] - m) / s;
+      }
+    }
+  });
+}
+
+}  // namespace tg::kernels

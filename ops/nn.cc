@@ -1,0 +1,240 @@
+// nn ops: softmax family, losses, layer norm, dropout, attention masks.
+#include "ops/nn.h"
+
+#include <cmath>
+
+#include "graph/factory.h"
+#include "graph/random.h"
+#include "ops/elementwise.h"
+#include "ops/kernels/layer_norm.h"
+#include "ops/kernels/softmax.h"
+#include "ops/op_util.h"
+#include "ops/reduce.h"
+#include "ops/shape_ops.h"
+
+namespace tg {
+namespace k = kernels;
+
+namespace {
+template <bool kLog>
+Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim) {
+  detail::check_float(x, op);
+  TG_CHECK(x.numel() > 0, op, "expected a non-empty tensor, got shape {}", x.shape());
+  int64_t outer = 1, D = 1, inner = 1;
+  if (x.dim() > 0) {
+    for (int64_t d = 0; d < dim; ++d) outer *= x.shape()[d];
+    D = x.shape()[dim];
+    for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.shape()[d];
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    k::softmax_rows<T, kLog>(x.data<T>(), out.data<T>(), outer, D, inner);
+  });
+  return out;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  detail::check_defined(x, "softmax");
+  dim = normalize_axis(dim, x.dim(), "softmax");
+  Tensor out = softmax_forward<false>("softmax", x, dim);
+  return record("softmax", out, {x}, [dim](const Tensor& g, const Node& n) {
+    Tensor y = n.output();  // dx = y (g - sum(g y))
+    return Grads{mul(y, sub(g, sum(mul(g, y), {dim}, true)))};
+  }, true);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  detail::check_defined(x, "log_softmax");
+  dim = normalize_axis(dim, x.dim(), "log_softmax");
+  Tensor out = softmax_forward<true>("log_softmax", x, dim);
+  return record("log_softmax", out, {x}, [dim](const Tensor& g, const Node& n) {
+    Tensor y = n.output();  // dx = g - softmax(x) sum(g)
+    return Grads{sub(g, mul(exp(y), sum(g, {dim}, true)))};
+  }, true);
+}
+
+namespace {
+Tensor reduce_loss(const Tensor& losses, Reduction r) {
+  switch (r) {
+    case Reduction::Sum: return sum(losses);
+    case Reduction::Mean: return mean(losses);
+    case Reduction::None: return losses;
+  }
+  return losses;
+}
+
+// Checks targets against log-probabilities [..., C]; returns (targets with ignored entries set
+// to 0, the float mask of entries that count, how many count).
+std::tuple<Tensor, Tensor, int64_t> prepare_targets(const char* op, const Tensor& lp, const Tensor& target,
+                                                   int64_t ignore_index) {
+  detail::check_float(lp, op);
+  detail::check_index(target, op);
+  TG_CHECK(lp.dim() >= 1, op, "expected inputs of shape [..., classes], got a scalar");
+  Shape want(lp.shape().begin(), lp.shape().end() - 1);
+  TG_CHECK(target.shape() == want, op, "target shape {} does not match input shape {} (expected {}: classes on the last axis)",
+           target.shape(), lp.shape(), want);
+  const int64_t C = lp.shape().back();
+  Tensor safe = Tensor::empty(target.shape(), kInt64);
+  Tensor valid = Tensor::empty(target.shape(), lp.dtype());
+  const int64_t* t = target.data<int64_t>();
+  int64_t* s = safe.data<int64_t>();
+  int64_t count = 0;
+  dispatch_float(lp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* v = valid.data<T>();
+    for (int64_t i = 0; i < target.numel(); ++i) {
+      bool ok = t[i] != ignore_index;
+      TG_CHECK(!ok || (t[i] >= 0 && t[i] < C), op, "target {} at position {} is out of range for {} classes "
+               "(and is not ignore_index {})", t[i], i, C, ignore_index);
+      s[i] = ok ? t[i] : 0;
+      v[i] = ok ? T(1) : T(0);
+      count += ok;
+    }
+  });
+  return {safe, valid, count};
+}
+
+Tensor masked_reduce(const Tensor& losses, int64_t count, Reduction r) {
+  if (r == Reduction::Mean) return div(sum(losses), static_cast<double>(count));  // 0/0 = nan, as PyTorch
+  return reduce_loss(losses, r);
+}
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  auto [safe, valid, count] = prepare_targets("nll_loss", log_probs, target, ignore_index);
+  Tensor picked = squeeze(gather(log_probs, -1, unsqueeze(safe, -1)), -1);
+  return masked_reduce(neg(mul(picked, valid)), count, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+  TG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy",
+           "label_smoothing must be in [0, 1], got {}", o.label_smoothing);
+  detail::check_float(logits, "cross_entropy");
+  TG_CHECK(logits.dim() >= 1 && logits.shape().back() > 0, "cross_entropy",
+           "expected logits of shape [..., classes] with at least one class, got {}", logits.shape());
+  Tensor lp = log_softmax(logits, -1);
+  auto [safe, valid, count] = prepare_targets("cross_entropy", lp, target, o.ignore_index);
+  Tensor nll = neg(mul(squeeze(gather(lp, -1, unsqueeze(safe, -1)), -1), valid));
+  Tensor losses = nll;
+  if (o.label_smoothing > 0) {
+    // (1 - e) * nll + e * mean over classes of -log p (as torch's label_smoothing).
+    Tensor smooth = mul(neg(mean(lp, {-1})), valid);
+    losses = add(mul(nll, 1.0 - o.label_smoothing), mul(smooth, o.label_smoothing));
+  }
+  return masked_reduce(losses, count, o.reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target0, Reduction reduction) {
+  detail::check_float(logits, "binary_cross_entropy_with_logits");
+  detail::check_defined(target0, "binary_cross_entropy_with_logits", "target");
+  Tensor target = to(target0, logits.dtype());
+  Shape s = broadcast_shapes(logits.shape(), target.shape(), "binary_cross_entropy_with_logits");
+  TG_CHECK(s == logits.shape(), "binary_cross_entropy_with_logits", "target of shape {} does not broadcast to the "
+           "logits' shape {}", target.shape(), logits.shape());
+  Tensor out = detail::binary_forward("binary_cross_entropy_with_logits", logits, target, k::BceWithLogits{});
+  out = record("binary_cross_entropy_with_logits", out, {logits, target},
+               [logits, target](const Tensor& g, const Node& n) {
+                 Tensor gx, gy;  // d/dx = sigmoid(x) - y, d/dy = -x
+                 if (n.needs(0)) gx = mul(g, sub(sigmoid(logits), target));
+                 if (n.needs(1)) gy = sum_to(neg(mul(g, logits)), target.shape());
+                 return Grads{gx, gy};
+               });
+  return reduce_loss(out, reduction);
+}
+
+// ---- Layer norm ----------------------------------------------------------------------------
+
+namespace {
+// The same math as the fused kernel, written with public ops so it can be differentiated again
+// (used only when a backward records a graph: create_graph).
+Grads layer_norm_backward_composed(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& b, int64_t nd,
+                                   double eps, const Node& n) {
+  Axes axes;
+  for (int64_t i = x.dim() - nd; i < x.dim(); ++i) axes.push_back(i);
+  Tensor mu = mean(x, axes, true);
+  Tensor xc = sub(x, mu);
+  Tensor rs = rsqrt(add(mean(square(xc), axes, true), eps));
+  Tensor xhat = mul(xc, rs);
+  Tensor dxhat = w.defined() ? mul(g, w) : g;
+  Tensor gx, gw, gb;
+  if (n.needs(0))
+    gx = mul(rs, sub(sub(dxhat, mean(dxhat, axes, true)), mul(xhat, mean(mul(dxhat, xhat), axes, true))));
+  if (w.defined() && n.needs(1)) gw = sum_to(mul(g, xhat), w.shape());
+  if (b.defined() && n.needs(2)) gb = sum_to(g, b.shape());
+  return Grads{gx, gw, gb};
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tensor& bias, double eps) {
+  detail::check_float(x, "layer_norm");
+  TG_CHECK(nd >= 1 && nd <= x.dim(), "layer_norm", "normalized_ndim {} must be between 1 and the input's rank {} (shape {})",
+           nd, x.dim(), x.shape());
+  Shape norm_shape(x.shape().end() - nd, x.shape().end());
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    TG_CHECK(p->shape() == norm_shape && p->dtype() == x.dtype(), "layer_norm",
+             "{} has shape {} ({}), expected {} ({}) to match the input's last {} dims (input shape {})",
+             p == &weight ? "weight" : "bias", p->shape(), p->dtype(), norm_shape, x.dtype(), nd, x.shape());
+  }
+  TG_CHECK(eps > 0, "layer_norm", "eps must be positive, got {}", eps);
+  const int64_t D = norm_shape.numel();
+  TG_CHECK(D > 0, "layer_norm", "cannot normalise over zero elements (shape {})", x.shape());
+  const int64_t rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean_t = Tensor::empty(Shape{rows}, x.dtype()), rstd_t = Tensor::empty(Shape{rows}, x.dtype());
+  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    k::layer_norm_forward<T>(out.data<T>(), mean_t.data<T>(), rstd_t.data<T>(), x.data<T>(),
+                             weight.defined() ? weight.data<T>() : nullptr, bias.defined() ? bias.data<T>() : nullptr,
+                             rows, D, static_cast<T>(eps));
+  });
+  return record("layer_norm", out, {x, weight, bias},
+                [x, weight, bias, nd, eps, mean_t, rstd_t, rows, D](const Tensor& g, const Node& n) {
+    if (grad_enabled()) return layer_norm_backward_composed(g, x, weight, bias, nd, eps, n);
+    Tensor gx = n.needs(0) ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
+    Tensor gw = weight.defined() && n.needs(1) ? Tensor::empty(weight.shape(), x.dtype()) : Tensor();
+    Tensor gb = bias.defined() && n.needs(2) ? Tensor::empty(bias.shape(), x.dtype()) : Tensor();
+    dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+      using T = decltype(tag);
+      k::layer_norm_backward<T>(gx.defined() ? gx.data<T>() : nullptr, gw.defined() ? gw.data<T>() : nullptr,
+                                gb.defined() ? gb.data<T>() : nullptr, g.data<T>(), x.data<T>(),
+                                weight.defined() ? weight.data<T>() : nullptr, mean_t.data<T>(), rstd_t.data<T>(), rows, D);
+    });
+    return Grads{gx, gw, gb};
+  });
+}
+
+// ---- Dropout and masks ---------------------------------------------------------------------
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  detail::check_float(x, "dropout");
+  TG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);
+  if (!training || p == 0.0) return x;
+  Tensor mask = Tensor::empty(x.shape(), x.dtype());
+  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  Generator& gen = default_generator();
+  dispatch_float(x.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    T* m = mask.data<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) m[i] = gen.uniform() < p ? T(0) : static_cast<T>(scale);
+  });
+  return mul(x, mask);
+}
+
+Tensor causal_mask(int64_t T) {
+  TG_CHECK(T >= 0, "causal_mask", "length must be non-negative, got {}", T);
+  Tensor m = Tensor::empty(Shape{T, T}, kBool);
+  bool* p = m.data<bool>();
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j) p[i * T + j] = j > i;
+  return m;
+}
+
+Tensor padding_mask(const Tensor& ids, int64_t pad_id) {
+  detail::check_index(ids, "padding_mask");
+  return eq(ids, static_cast<double>(pad_id));
+}
+
+}  // namespace tg

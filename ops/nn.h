@@ -1,0 +1,44 @@
+#pragma once
+// Neural-network ops: softmax family, losses, normalisation, dropout and attention masks.
+#include <optional>
+
+#include "graph/tensor.h"
+
+namespace tg {
+
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+
+enum class Reduction { Mean, Sum, None };
+
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  Reduction reduction = Reduction::Mean;
+};
+// logits [..., C] (classes on the last axis) and int64 targets [...]. Mean is over the targets
+// that are not ignore_index, as in PyTorch.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts = {});
+// log_probs [..., C], targets [...]: -log_probs[target].
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
+                Reduction reduction = Reduction::Mean);
+// Numerically stable sigmoid + binary cross entropy; target has the logits' shape (or broadcasts).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        Reduction reduction = Reduction::Mean);
+
+// Normalises over the last normalized_ndim dims; weight and bias (optional) have those dims.
+// Fused forward and backward kernels (mean and 1/std saved for backward).
+Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// Zeroes elements with probability p and scales the rest by 1/(1-p) when training; identity
+// otherwise. The mask comes from the global generator (tg::manual_seed).
+Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// Attention masks: true marks a position that must NOT be attended to (filled with -inf).
+// [T, T]: true above the diagonal (key j > query i).
+Tensor causal_mask(int64_t T);
+// ids [B, T] -> bool [B, T]: true where ids == pad_id.
+Tensor padding_mask(const Tensor& ids, int64_t pad_id);
+
+}  // namespace tg
