@@ -7,6 +7,7 @@
 namespace tg {
 namespace {
 thread_local bool t_grad_enabled = true;
+thread_local const char* t_backward_op = nullptr;
 std::atomic<bool> g_anomaly{false};
 std::atomic<uint64_t> g_seq{0};
 
@@ -23,6 +24,8 @@ thread_local std::vector<Deferred>* t_teardown = nullptr;
 
 bool grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool on) { t_grad_enabled = on; }
+const char* current_backward_op() { return t_backward_op; }
+void set_current_backward_op(const char* op) { t_backward_op = op; }
 bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
 void set_anomaly_enabled(bool on) { g_anomaly.store(on); }
 
@@ -61,6 +64,11 @@ Tensor Node::output() const {
 Grads Node::apply(const Tensor& grad) {
   TG_CHECK(!released_, name_, "trying to backward through the graph a second time: its saved tensors "
            "were freed by the first backward (pass retain_graph=true to the first one)");
+  struct Scope {
+    const char* prev;
+    explicit Scope(const char* op) : prev(current_backward_op()) { set_current_backward_op(op); }
+    ~Scope() { set_current_backward_op(prev); }
+  } scope(name_);
   return fn_(grad, *this);
 }
 
@@ -78,6 +86,10 @@ void check_finite(const Tensor& t, const char* op, const char* what) {
     const T* p = t.data<T>();
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (!std::isfinite(p[i])) {
+        const char* bw = current_backward_op();
+        if (bw && std::string_view(what) == "forward")
+          detail::fail("anomaly", "backward of '{}' produced {} (in its '{}' step, at flat index {} of a tensor of shape {})",
+                       bw, std::isnan(p[i]) ? "NaN" : "Inf", op, i, t.shape());
         detail::fail("anomaly", "{} of '{}' produced {} (at flat index {} of a tensor of shape {})", what, op,
                      std::isnan(p[i]) ? "NaN" : "Inf", i, t.shape());
       }

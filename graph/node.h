@@ -101,6 +101,10 @@ class AnomalyGuard {
  private:
   bool prev_;
 };
+// The op whose backward is running on this thread (null outside backward): anomaly reports
+// charge a NaN made inside a backward formula to that op.
+const char* current_backward_op();
+void set_current_backward_op(const char* op);
 // Throws naming `what` when t (floating) holds a NaN or Inf.
 void check_finite(const Tensor& t, const char* op, const char* what);
 

@@ -1,0 +1,239 @@
+// The recorded graph and the backward engine.
+#include "test_util.h"
+
+namespace {
+using namespace tgt;
+
+TEST(Autograd, RecordsOnlyWhenNeeded) {
+  Tensor a = tg::ones({2}), b = tg::ones({2}).requires_grad_();
+  EXPECT_FALSE((a + a).requires_grad());
+  Tensor c = a * b;
+  EXPECT_TRUE(c.requires_grad());
+  EXPECT_EQ(c.grad_fn_name(), "mul");
+  {
+    tg::NoGradGuard ng;
+    EXPECT_FALSE((b * b).requires_grad());
+  }
+  EXPECT_TRUE((b * b).requires_grad());
+  EXPECT_FALSE(b.detach().requires_grad());
+  EXPECT_TRUE(b.detach().is_leaf());
+}
+
+TEST(Autograd, GradientsAccumulateAcrossCalls) {
+  Tensor x = tg::tensor({1.0, 2.0}, tg::kFloat64).requires_grad_();
+  tg::sum(x * x).backward();
+  EXPECT_TRUE(close(x.grad(), {2.0, 4.0}));
+  tg::sum(x * 3.0).backward();
+  EXPECT_TRUE(close(x.grad(), {5.0, 7.0}));
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, SharedGradientsStayPrivate) {
+  // add's backward hands the same gradient to both inputs; updating one must not change the other.
+  Tensor a = tg::zeros({3}).requires_grad_(), b = tg::zeros({3}).requires_grad_();
+  tg::sum(a + b).backward();
+  {
+    tg::NoGradGuard ng;
+    a.grad().impl().requires_grad = false;
+    Tensor ga = a.grad();
+    ga.mul_(10.0);
+  }
+  EXPECT_TRUE(close(b.grad(), {1.0, 1.0, 1.0}));
+}
+
+TEST(Autograd, DiamondGraphSumsBothPaths) {
+  Tensor x = tg::tensor({3.0}, tg::kFloat64).requires_grad_();
+  Tensor y = x * x;           // 9
+  Tensor z = y * 2.0 + y * y; // dz/dx = (2 + 2y) * 2x = 20 * 6 = 120
+  z.backward();
+  EXPECT_DOUBLE_EQ(x.grad().item(), 120.0);
+}
+
+TEST(Autograd, SecondBackwardThroughFreedGraphIsAnError) {
+  Tensor x = tg::tensor({1.0, 2.0}).requires_grad_();
+  Tensor loss = tg::sum(tg::exp(x));
+  loss.backward();
+  EXPECT_TRUE(throws_with([&] { loss.backward(); }, {"second time", "retain_graph"}));
+}
+
+TEST(Autograd, RetainGraphAllowsASecondBackward) {
+  Tensor x = tg::tensor({1.0, 2.0}, tg::kFloat64).requires_grad_();
+  Tensor loss = tg::sum(tg::exp(x));
+  loss.backward({}, {.retain_graph = true});
+  loss.backward();
+  EXPECT_TRUE(close(x.grad(), {2 * std::exp(1.0), 2 * std::exp(2.0)}));
+}
+
+TEST(Autograd, NonScalarBackwardNeedsAGradient) {
+  Tensor x = tg::ones({2, 2}).requires_grad_();
+  Tensor y = x * 2.0;
+  EXPECT_TRUE(throws_with([&] { y.backward(); }, {"backward", "one-element", "[2, 2]"}));
+  y.backward(tg::full({2, 2}, 0.5));
+  EXPECT_TRUE(close(x.grad(), {1, 1, 1, 1}));
+  EXPECT_TRUE(throws_with([&] { (x * 2.0).backward(tg::ones({3})); }, {"backward", "[3]", "[2, 2]"}));
+}
+
+TEST(Autograd, BackwardOfSomethingWithoutGraphIsAnError) {
+  Tensor x = tg::ones({1});
+  EXPECT_TRUE(throws_with([&] { (x * 2.0).backward(); }, {"backward", "does not require grad"}));
+}
+
+TEST(Autograd, MillionOpChainDoesNotOverflowTheStack) {
+  Tensor x = tg::tensor({1.0}).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 1000000; ++i) y = y * 1.0;
+  y.backward();
+  EXPECT_FLOAT_EQ(x.grad().item(), 1.0f);
+  // And a chain that is dropped without backward is torn down without recursion too.
+  Tensor z = x;
+  for (int i = 0; i < 1000000; ++i) z = z + 0.0;
+  z = Tensor();
+}
+
+TEST(Autograd, BackwardFreesTheGraphsMemory) {
+  tg::empty_storage_cache();
+  tg::set_storage_cache_limit(0);  // measure live bytes without the cache holding any
+  size_t before = tg::storage_live_bytes();
+  {
+    Tensor w = tg::randn({256, 256}).requires_grad_();
+    size_t with_w = tg::storage_live_bytes();
+    Tensor h = w;
+    for (int i = 0; i < 20; ++i) h = tg::tanh(h * 1.01);  // each tanh saves a 256 KB output
+    Tensor loss = tg::sum(h);
+    EXPECT_GT(tg::storage_live_bytes(), with_w + 20 * 256 * 256 * 4);
+    loss.backward();
+    h = Tensor();
+    // What remains: w, its gradient, the loss value.
+    EXPECT_LE(tg::storage_live_bytes(), with_w + 256 * 256 * 4 + 4096);
+  }
+  EXPECT_LE(tg::storage_live_bytes(), before + 4096);
+  tg::set_storage_cache_limit(size_t{1} << 30);
+}
+
+TEST(Autograd, CreateGraphGivesDifferentiableGradients) {
+  Tensor x = tg::tensor({2.0}, tg::kFloat64).requires_grad_();
+  Tensor y = x * x * x;  // y' = 3x^2 = 12, y'' = 6x = 12
+  std::vector<Tensor> g = tg::grad({y}, {x}, {}, {.create_graph = true});
+  EXPECT_DOUBLE_EQ(g[0].item(), 12.0);
+  EXPECT_TRUE(g[0].requires_grad());
+  std::vector<Tensor> gg = tg::grad({g[0]}, {x});
+  EXPECT_DOUBLE_EQ(gg[0].item(), 12.0);
+  // backward(create_graph) leaves a differentiable .grad()
+  Tensor x2 = tg::tensor({1.5}, tg::kFloat64).requires_grad_();
+  tg::sum(tg::exp(x2 * 2.0)).backward({}, {.create_graph = true});
+  Tensor g1 = x2.grad();
+  EXPECT_TRUE(g1.requires_grad());
+  EXPECT_NEAR(tg::grad({g1}, {x2})[0].item(), 4 * std::exp(3.0), 1e-9);
+}
+
+TEST(Autograd, FunctionalGradDoesNotTouchDotGrad) {
+  Tensor a = tg::tensor({1.0, 2.0}, tg::kFloat64).requires_grad_();
+  Tensor b = tg::tensor({3.0, 4.0}, tg::kFloat64).requires_grad_();
+  Tensor mid = a * b;
+  Tensor out = tg::sum(mid * mid);
+  std::vector<Tensor> g = tg::grad({out}, {a, mid}, {}, {.retain_graph = true});
+  EXPECT_TRUE(close(g[0], {2 * 3 * 3 * 1.0, 2 * 8 * 4.0}));  // 2 (ab) b
+  EXPECT_TRUE(close(g[1], {6.0, 16.0}));                     // 2 mid
+  EXPECT_FALSE(a.grad().defined());
+  Tensor unused = tg::ones({1}).requires_grad_();
+  EXPECT_TRUE(throws_with([&] { tg::grad({out}, {unused}, {}, {.retain_graph = true}); }, {"grad", "not used"}));
+  EXPECT_FALSE(tg::grad({out}, {unused}, {}, {.allow_unused = true})[0].defined());
+}
+
+TEST(Autograd, HooksSeeAndReplaceGradients) {
+  Tensor x = tg::tensor({1.0, 2.0}, tg::kFloat64).requires_grad_();
+  Tensor seen;
+  x.register_hook([&](const Tensor& g) {
+    seen = g;
+    return g * 10.0;
+  });
+  Tensor y = x * 3.0;
+  Tensor seen_mid;
+  y.register_hook([&](const Tensor& g) {
+    seen_mid = g;
+    return Tensor();  // keep
+  });
+  tg::sum(y * y).backward();
+  EXPECT_TRUE(close(seen_mid, {6.0, 12.0}));
+  EXPECT_TRUE(close(seen, {18.0, 36.0}));
+  EXPECT_TRUE(close(x.grad(), {180.0, 360.0}));
+}
+
+TEST(Autograd, RetainGradOnIntermediate) {
+  Tensor x = tg::tensor({1.0, 2.0}, tg::kFloat64).requires_grad_();
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  tg::sum(y * y).backward();
+  EXPECT_TRUE(close(y.grad(), {4.0, 8.0}));
+}
+
+TEST(Autograd, AnomalyModeNamesTheForwardOp) {
+  tg::AnomalyGuard on;
+  Tensor x = tg::tensor({1.0, -1.0}).requires_grad_();
+  EXPECT_TRUE(throws_with([&] { tg::log(x); }, {"anomaly", "forward", "'log'", "NaN"}));
+  EXPECT_TRUE(throws_with([&] { tg::div(x, tg::zeros({2})); }, {"anomaly", "'div'", "Inf"}));
+}
+
+TEST(Autograd, AnomalyModeNamesTheBackwardOp) {
+  Tensor x = tg::tensor({0.0, 1.0}).requires_grad_();
+  Tensor y = tg::sqrt(x);  // fine forward; backward divides by sqrt(0)
+  tg::AnomalyGuard on;
+  EXPECT_TRUE(throws_with([&] { tg::sum(y).backward(); }, {"anomaly", "backward", "'sqrt'", "Inf"}));
+}
+
+TEST(Autograd, AnomalyModeIsOffByDefault) {
+  EXPECT_FALSE(tg::anomaly_enabled());
+  Tensor x = tg::tensor({-1.0});
+  EXPECT_TRUE(std::isnan(tg::log(x).item()));
+}
+
+// A user-defined op, as examples/custom_op.cc shows: softplus with its own backward.
+Tensor softplus(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  const double* in = x.data<double>();
+  double* out = y.data<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = std::max(in[i], 0.0) + std::log1p(std::exp(-std::fabs(in[i])));
+  return tg::record("softplus", y, {x}, [x](const Tensor& g, const tg::Node&) { return tg::Grads{g * tg::sigmoid(x)}; });
+}
+
+TEST(Autograd, CustomOpPassesGradcheckAndGradgradcheck) {
+  Tensor x = leaf({3, 2}, -3, 3);
+  auto fn = [](const std::vector<Tensor>& in) { return softplus(in[0]); };
+  EXPECT_TRUE(gradcheck_ok(fn, {x}));
+  EXPECT_TRUE(gradgradcheck_ok(fn, {x}));
+  EXPECT_EQ(softplus(x).grad_fn_name(), "softplus");
+}
+
+TEST(Autograd, CustomOpSavedOutputAndNeeds) {
+  // exp with the output saved by the node (no reference cycle), computing only needed grads.
+  auto my_exp = [](const Tensor& x) {
+    Tensor y = Tensor::empty(x.shape(), x.dtype());
+    for (int64_t i = 0; i < x.numel(); ++i) y.data<double>()[i] = std::exp(x.data<double>()[i]);
+    return tg::record("my_exp", y, {x}, [](const Tensor& g, const tg::Node& n) {
+      return tg::Grads{n.needs(0) ? g * n.output() : Tensor()};
+    }, /*save_output=*/true);
+  };
+  Tensor x = leaf({4});
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return my_exp(in[0]); }, {x}));
+  EXPECT_TRUE(gradgradcheck_ok([&](const std::vector<Tensor>& in) { return my_exp(in[0]); }, {x}));
+}
+
+TEST(Autograd, SameSeedSameGradientsAnyThreadCount) {
+  auto run = [](int threads) {
+    tg::set_num_threads(threads);
+    tg::manual_seed(11);
+    Tensor w = tg::randn({300, 200}).requires_grad_();
+    Tensor x = tg::randn({256, 300});
+    Tensor loss = tg::mean(tg::log_softmax(tg::matmul(x, w), -1)) + tg::sum(tg::layer_norm(tg::matmul(x, w), 1)) * 1e-3;
+    loss.backward();
+    return std::make_pair(loss.item(), w.grad().to_vector<float>());
+  };
+  auto one = run(1), two = run(2), three = run(3);
+  tg::set_num_threads(2);
+  EXPECT_EQ(one.first, two.first);
+  EXPECT_EQ(one.second, two.second);
+  EXPECT_EQ(one.second, three.second);
+}
+
+}  // namespace
