@@ -29,6 +29,8 @@ void fill_(const Tensor& t, double value) {
   fill_with(t, [value](int64_t) { return value; });
 }
 
+Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype); }
+
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype);
   fill_(t, value);

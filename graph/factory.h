@@ -7,6 +7,7 @@
 
 namespace tg {
 
+Tensor empty(const Shape& shape, DType dtype = kFloat32);  // uninitialised
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
