@@ -114,7 +114,8 @@ Tensor extreme(const char* op, const Tensor& x, const Axes& axes_in, bool keepdi
     TG_CHECK(x.shape()[a] > 0, op, "cannot reduce over dimension {} of size 0 (shape {})", a, x.shape());
   Tensor kept = reduce_raw(x, axes, fn, init, op);
   Tensor out = keepdim ? kept : kept.detach().reshape(drop_shape(x.shape(), axes));
-  return record(op, out, {x}, [x, kept, axes, keepdim](const Tensor& g, const Node&) {
+  // Capture a detached alias: capturing `out` itself would make a cycle out -> node -> out.
+  return record(op, out, {x}, [x, kept = kept.detach(), axes](const Tensor& g, const Node&) {
     // Shared evenly between the elements equal to the extreme (as torch.amax/amin).
     Shape ks = keep_shape(x.shape(), axes);
     Tensor hit = to(eq(x, kept), x.dtype());

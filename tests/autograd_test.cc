@@ -237,3 +237,45 @@ TEST(Autograd, SameSeedSameGradientsAnyThreadCount) {
 }
 
 }  // namespace
+
+namespace {
+using namespace tgt;
+// An op whose backward closure held its own output would form a cycle (output -> node -> output)
+// and never free its memory. Build every op on inputs that require grad, drop everything, and
+// check that all storage is released, with and without a backward.
+TEST(Autograd, NoOpKeepsItsGraphAlive) {
+  std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](auto& x) { return tg::exp(x); }}, {"tanh", [](auto& x) { return tg::tanh(x); }},
+      {"sigmoid", [](auto& x) { return tg::sigmoid(x); }}, {"sqrt", [](auto& x) { return tg::sqrt(tg::abs(x)); }},
+      {"pow", [](auto& x) { return tg::pow(tg::abs(x) + 1.0, x); }},
+      {"reciprocal", [](auto& x) { return tg::reciprocal(x + 3.0); }},
+      {"amax_keep", [](auto& x) { return tg::amax(x, {1}, true); }}, {"amin", [](auto& x) { return tg::amin(x, {0}); }},
+      {"max_keep", [](auto& x) { return tg::max(x, 1, true).values; }},
+      {"sum_keep", [](auto& x) { return tg::sum(x, {1}, true); }}, {"var", [](auto& x) { return tg::var(x, {1}); }},
+      {"logsumexp", [](auto& x) { return tg::logsumexp(x, {1}, true); }},
+      {"softmax", [](auto& x) { return tg::softmax(x, 1); }}, {"log_softmax", [](auto& x) { return tg::log_softmax(x, 0); }},
+      {"layer_norm", [](auto& x) { return tg::layer_norm(x, 1); }},
+      {"matmul", [](auto& x) { return tg::matmul(x, x, false, true); }},
+      {"gather", [](auto& x) { return tg::gather(x, 1, tg::zeros({4, 2}, tg::kInt64)); }},
+      {"concat", [](auto& x) { return tg::concat({x, x}, 0); }}, {"slice", [](auto& x) { return tg::slice(x, 1, 0, 3, 2); }},
+      {"expand", [](auto& x) { return tg::expand(x, {2, 4, 5}); }}, {"permute", [](auto& x) { return tg::permute(x, {1, 0}); }},
+      {"where", [](auto& x) { return tg::where(tg::gt(x, 0.0), x, -x); }},
+      {"cross_entropy", [](auto& x) { return tg::cross_entropy(x, tg::zeros({4}, tg::kInt64), {.label_smoothing = 0.1}); }},
+      {"bce", [](auto& x) { return tg::binary_cross_entropy_with_logits(x, tg::ones({4, 5})); }},
+      {"dropout", [](auto& x) { return tg::dropout(x, 0.5); }}, {"gelu", [](auto& x) { return tg::gelu(x); }},
+  };
+  tg::set_storage_cache_limit(0);
+  for (bool do_backward : {false, true}) {
+    for (const auto& [name, op] : ops) {
+      size_t before = tg::storage_live_bytes();
+      {
+        Tensor x = tg::randn({4, 5}).requires_grad_();
+        Tensor y = op(x);
+        if (do_backward) tg::sum(y).backward();
+      }
+      EXPECT_EQ(tg::storage_live_bytes(), before) << name << (do_backward ? " after backward" : "");
+    }
+  }
+  tg::set_storage_cache_limit(size_t{1} << 30);
+}
+}  // namespace

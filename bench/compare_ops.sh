@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs tapegrad's tg_bench and the PyTorch peer (bench/torch_ops.py) at 1 and 2 threads and
+# prints a markdown table: ratio = PyTorch time / tapegrad time (> 1: tapegrad is faster).
+#
+#   bench/compare_ops.sh [path/to/tg_bench]        (default build/tg_bench; builds nothing)
+#
+# Environment: MIN_TIME (seconds per case, default 0.2), THREADS (default "1 2"),
+# TORCH_PYTHON (default /usr/bin/python3, the interpreter that has torch).
+set -euo pipefail
+
+BENCH=${1:-build/tg_bench}
+MIN_TIME=${MIN_TIME:-0.2}
+THREADS=${THREADS:-"1 2"}
+TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+if [[ ! -x $BENCH ]]; then
+  echo "error: tg_bench binary '$BENCH' not found or not executable (build the tg_bench target)" >&2
+  exit 1
+fi
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+echo "# tapegrad vs PyTorch, float32 CPU ops"
+echo
+echo "- command: \`$0 $*\` (MIN_TIME=$MIN_TIME THREADS=\"$THREADS\" TORCH_PYTHON=$TORCH_PYTHON)"
+echo "- CPU: $cpu ($(nproc) logical CPUs online)"
+echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- torch: $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+echo "- tapegrad: \`TG_NUM_THREADS=N $BENCH --benchmark_format=json --benchmark_min_time=$MIN_TIME\`"
+echo "- PyTorch: \`OMP_WAIT_POLICY=passive $TORCH_PYTHON $HERE/torch_ops.py --threads N --min-time $MIN_TIME\`"
+echo
+
+for t in $THREADS; do
+  echo "running tg_bench with TG_NUM_THREADS=$t ..." >&2
+  TG_NUM_THREADS=$t "$BENCH" --benchmark_format=json --benchmark_min_time="$MIN_TIME" \
+    >"$TMP/tg_$t.json" 2>"$TMP/tg_$t.err" || { cat "$TMP/tg_$t.err" >&2; exit 1; }
+  echo "running torch_ops.py with --threads $t ..." >&2
+  OMP_WAIT_POLICY=passive "$TORCH_PYTHON" "$HERE/torch_ops.py" --threads "$t" --min-time "$MIN_TIME" \
+    >"$TMP/torch_$t.tsv" 2>"$TMP/torch_$t.err" || { cat "$TMP/torch_$t.err" >&2; exit 1; }
+done
+
+python3 - "$TMP" $THREADS <<'EOF'
+import json, os, sys
+
+tmp, threads = sys.argv[1], sys.argv[2:]
+UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+def fmt_time(s):
+    if s is None:
+        return "n/a"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+rows, order = {}, []
+for t in threads:
+    with open(os.path.join(tmp, f"tg_{t}.json")) as f:
+        data = json.load(f)
+    for b in data["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+            continue
+        name = b["name"]
+        if name.endswith("/real_time"):
+            name = name[: -len("/real_time")]
+        if name not in order:
+            order.append(name)
+        rows[(name, t)] = [b["real_time"] * UNIT[b.get("time_unit", "ns")], None]
+    with open(os.path.join(tmp, f"torch_{t}.tsv")) as f:
+        for line in f:
+            parts = line.strip().split("\t")
+            if len(parts) != 2:
+                continue
+            name, sec = parts[0], float(parts[1])
+            if name not in order:
+                order.append(name)
+            rows.setdefault((name, t), [None, None])[1] = sec
+
+print("| case | threads | tapegrad | PyTorch | ratio (PyTorch / tapegrad) |")
+print("|---|---:|---:|---:|---:|")
+slow = []
+for name in order:
+    for t in threads:
+        tg, pt = rows.get((name, t), [None, None])
+        if tg and pt:
+            r = pt / tg
+            ratio = f"{r:.2f}"
+            if r < 0.5:
+                ratio = f"**{ratio}**"
+                slow.append(f"{name} @{t}")
+        else:
+            ratio = "n/a"
+        print(f"| {name} | {t} | {fmt_time(tg)} | {fmt_time(pt)} | {ratio} |")
+print()
+print("Ratio > 1: tapegrad faster. Bold: tapegrad more than 2x slower than PyTorch.")
+print("Per-op overhead cases: the PyTorch times include the Python interpreter's per-statement cost.")
+if slow:
+    print()
+    print("tapegrad < 0.5x PyTorch: " + ", ".join(slow))
+EOF

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tapegrad's one entry point. On a fresh Debian 12 machine:
+#   ./tg.sh run     install what is missing, build, run the main example
+#   ./tg.sh test    install what is missing, build, run every test
+# Also: ./tg.sh test --sanitize (ASan + UBSan build), ./tg.sh test --arch avx2|sse (portable
+# builds), ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(g++ cmake make pkg-config libfmt-dev libabsl-dev libxsimd-dev xtl-dev libgtest-dev libbenchmark-dev)
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+install_missing() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {  # build DIR [cmake options...]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DTG_WERROR=ON "$@" > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+  cmake --build "$dir" -j"$JOBS"
+}
+
+cmd=${1:-run}
+shift || true
+case "$cmd" in
+  run)
+    install_missing "${PACKAGES[@]}"
+    build build -DCMAKE_BUILD_TYPE=Release
+    echo "== examples/quickstart: a two-layer MLP fitting sin(x)"
+    ./build/quickstart
+    ;;
+  test)
+    install_missing "${PACKAGES[@]}"
+    dir=build opts=(-DCMAKE_BUILD_TYPE=Release)
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --sanitize) dir=build-asan; opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_BUILD_BENCH=OFF) ;;
+        --arch) shift; dir=build-$1; opts=(-DCMAKE_BUILD_TYPE=Release -DTG_ARCH="$1" -DTG_BUILD_BENCH=OFF) ;;
+        *) echo "unknown option $1"; exit 2 ;;
+      esac
+      shift
+    done
+    build "$dir" "${opts[@]}"
+    ./"$dir"/custom_op > /dev/null
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600
+    ;;
+  bench)
+    install_missing "${PACKAGES[@]}" python3-torch
+    build build -DCMAKE_BUILD_TYPE=Release
+    bench/compare_ops.sh build/tg_bench
+    ;;
+  *)
+    echo "usage: ./tg.sh run | test [--sanitize | --arch native|avx2|sse] | bench"; exit 2 ;;
+esac
