@@ -1,7 +1,9 @@
 #pragma once
 // Layer norm over rows of length D, in the llm.c style: the forward saves mean and rstd
 // (1/sqrt(var + eps)) per row; the backward reads them back.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/kernels/reduce.h"
 
@@ -49,48 +51,87 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
 
 // dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy w; dw = sum dy xhat;
 // db = sum dy. dx, dw, db may be null when not needed; dw/db are overwritten.
+// One pass over the rows: blocks of kRowBlock rows (a fixed size, so the summation order does not
+// depend on the thread count) each write their dx rows and a partial dw/db; the partials are then
+// added in block order.
 template <class T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
                          int64_t rows, int64_t D) {
-  if (dx) {
-    parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
+  using V = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(V::size);
+  constexpr int64_t kRowBlock = 32;
+  const int64_t nblocks = (rows + kRowBlock - 1) / kRowBlock;
+  const bool partials = dw || db;
+  std::vector<T> pw(partials ? static_cast<size_t>(nblocks * D) : 0), pb(pw.size());
+  parallel_for(0, nblocks, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(kRowBlock * D, 1)), [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      T* bw = partials ? pw.data() + blk * D : nullptr;
+      T* bb = partials ? pb.data() + blk * D : nullptr;
+      if (partials) {
+        std::fill(bw, bw + D, T(0));
+        std::fill(bb, bb + D, T(0));
+      }
+      for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
         const T* xr = x + r * D;
         const T* gr = dy + r * D;
-        T* dr = dx + r * D;
-        const T m = mean[r], rs = rstd[r];
+        const V vm(mean[r]), vrs(rstd[r]);
+        // Row sums of dxhat and dxhat * xhat; dw/db partials on the way.
+        V s1v(T(0)), s2v(T(0));
         T s1 = 0, s2 = 0;
-        for (int64_t i = 0; i < D; ++i) {
-          T dxh = gr[i] * (w ? w[i] : T(1));
+        int64_t i = 0;
+        for (; i + L <= D; i += L) {
+          const V g = V::load_unaligned(gr + i);
+          const V xh = (V::load_unaligned(xr + i) - vm) * vrs;
+          const V dxh = w ? g * V::load_unaligned(w + i) : g;
+          s1v += dxh;
+          s2v = xsimd::fma(dxh, xh, s2v);
+          if (partials) {
+            xsimd::fma(g, xh, V::load_unaligned(bw + i)).store_unaligned(bw + i);
+            (V::load_unaligned(bb + i) + g).store_unaligned(bb + i);
+          }
+        }
+        for (; i < D; ++i) {
+          const T xh = (xr[i] - mean[r]) * rstd[r];
+          const T dxh = gr[i] * (w ? w[i] : T(1));
           s1 += dxh;
-          s2 += dxh * (xr[i] - m) * rs;
+          s2 += dxh * xh;
+          if (partials) {
+            bw[i] += gr[i] * xh;
+            bb[i] += gr[i];
+          }
         }
-        s1 /= static_cast<T>(D);
-        s2 /= static_cast<T>(D);
-        for (int64_t i = 0; i < D; ++i) {
-          T dxh = gr[i] * (w ? w[i] : T(1));
-          dr[i] = rs * (dxh - s1 - (xr[i] - m) * rs * s2);
+        if (!dx) continue;
+        s1 = (s1 + xsimd::hadd(s1v)) / static_cast<T>(D);
+        s2 = (s2 + xsimd::hadd(s2v)) / static_cast<T>(D);
+        T* dr = dx + r * D;
+        const V vs1(s1), vs2(s2);
+        i = 0;
+        for (; i + L <= D; i += L) {
+          const V g = V::load_unaligned(gr + i);
+          const V xh = (V::load_unaligned(xr + i) - vm) * vrs;
+          const V dxh = w ? g * V::load_unaligned(w + i) : g;
+          (vrs * (dxh - vs1 - xh * vs2)).store_unaligned(dr + i);
         }
-      }
-    });
-  }
-  if (dw || db) {
-    // Column sums over rows, split over columns (each column summed in row order by one thread).
-    parallel_for(0, D, std::max<int64_t>(16, kParallelGrain / std::max<int64_t>(rows, 1)), [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        if (dw) dw[c] = 0;
-        if (db) db[c] = 0;
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        const T m = mean[r], rs = rstd[r];
-        for (int64_t c = c0; c < c1; ++c) {
-          const T g = dy[r * D + c];
-          if (dw) dw[c] += g * (x[r * D + c] - m) * rs;
-          if (db) db[c] += g;
+        for (; i < D; ++i) {
+          const T xh = (xr[i] - mean[r]) * rstd[r];
+          const T dxh = gr[i] * (w ? w[i] : T(1));
+          dr[i] = rstd[r] * (dxh - s1 - xh * s2);
         }
       }
-    });
-  }
+    }
+  });
+  if (!partials) return;
+  // Add the partials in block order, vectorized along D, columns split over threads.
+  parallel_for(0, D, std::max<int64_t>(L, kParallelGrain / std::max<int64_t>(nblocks, 1)), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      if (dw) dw[c] = 0;
+      if (db) db[c] = 0;
+    }
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      if (dw) binary_run(dw + c0, 1, pw.data() + blk * D + c0, 1, dw + c0, c1 - c0, Add{});
+      if (db) binary_run(db + c0, 1, pb.data() + blk * D + c0, 1, db + c0, c1 - c0, Add{});
+    }
+  });
 }
 
 }  // namespace tg::kernels
