@@ -40,6 +40,11 @@ for t in $THREADS; do
   echo "running torch_ops.py with --threads $t ..." >&2
   OMP_WAIT_POLICY=passive "$TORCH_PYTHON" "$HERE/torch_ops.py" --threads "$t" --min-time "$MIN_TIME" \
     >"$TMP/torch_$t.tsv" 2>"$TMP/torch_$t.err" || { cat "$TMP/torch_$t.err" >&2; exit 1; }
+  if [[ $t -gt 1 ]]; then  # also with OpenMP's default (spinning) wait policy, for the record
+    echo "running torch_ops.py with --threads $t, default OMP_WAIT_POLICY ..." >&2
+    env -u OMP_WAIT_POLICY "$TORCH_PYTHON" "$HERE/torch_ops.py" --threads "$t" --min-time "$MIN_TIME" \
+      >"$TMP/torchspin_$t.tsv" 2>"$TMP/torchspin_$t.err" || { cat "$TMP/torchspin_$t.err" >&2; exit 1; }
+  fi
 done
 
 python3 - "$TMP" $THREADS <<'EOF'
@@ -68,23 +73,27 @@ for t in threads:
             name = name[: -len("/real_time")]
         if name not in order:
             order.append(name)
-        rows[(name, t)] = [b["real_time"] * UNIT[b.get("time_unit", "ns")], None]
-    with open(os.path.join(tmp, f"torch_{t}.tsv")) as f:
-        for line in f:
-            parts = line.strip().split("\t")
-            if len(parts) != 2:
-                continue
-            name, sec = parts[0], float(parts[1])
-            if name not in order:
-                order.append(name)
-            rows.setdefault((name, t), [None, None])[1] = sec
+        rows[(name, t)] = [b["real_time"] * UNIT[b.get("time_unit", "ns")], None, None]
+    for kind, col in (("torch", 1), ("torchspin", 2)):
+        path = os.path.join(tmp, f"{kind}_{t}.tsv")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                parts = line.strip().split("\t")
+                if len(parts) != 2:
+                    continue
+                name, sec = parts[0], float(parts[1])
+                if name not in order:
+                    order.append(name)
+                rows.setdefault((name, t), [None, None, None])[col] = sec
 
-print("| case | threads | tapegrad | PyTorch | ratio (PyTorch / tapegrad) |")
-print("|---|---:|---:|---:|---:|")
+print("| case | threads | tapegrad | PyTorch (passive) | ratio | PyTorch (OMP default spin) |")
+print("|---|---:|---:|---:|---:|---:|")
 slow = []
 for name in order:
     for t in threads:
-        tg, pt = rows.get((name, t), [None, None])
+        tg, pt, spin = rows.get((name, t), [None, None, None])
         if tg and pt:
             r = pt / tg
             ratio = f"{r:.2f}"
@@ -93,9 +102,9 @@ for name in order:
                 slow.append(f"{name} @{t}")
         else:
             ratio = "n/a"
-        print(f"| {name} | {t} | {fmt_time(tg)} | {fmt_time(pt)} | {ratio} |")
+        print(f"| {name} | {t} | {fmt_time(tg)} | {fmt_time(pt)} | {ratio} | {fmt_time(spin) if spin else '-'} |")
 print()
-print("Ratio > 1: tapegrad faster. Bold: tapegrad more than 2x slower than PyTorch.")
+print("ratio = PyTorch (passive) time / tapegrad time; > 1: tapegrad faster. Bold: tapegrad more than 2x slower than PyTorch.")
 print("Per-op overhead cases: the PyTorch times include the Python interpreter's per-statement cost.")
 if slow:
     print()

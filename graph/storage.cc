@@ -6,8 +6,6 @@
 #include <new>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include <absl/container/flat_hash_map.h>
 
 namespace tg {
@@ -16,7 +14,6 @@ namespace {
 constexpr size_t kAlign = 64;
 // Small buffers come straight from malloc (fast for those sizes); large ones are cached.
 constexpr size_t kCacheMin = 64 * 1024;
-constexpr size_t kHugePage = size_t{2} << 20;
 
 struct Cache {
   std::mutex mu;
@@ -50,14 +47,11 @@ Storage::Storage(size_t nbytes) : nbytes_(round_size(nbytes == 0 ? 1 : nbytes)) 
     }
   }
   if (!data_) {
-    // Buffers of 2 MiB and more are aligned to 2 MiB and offered to the kernel for transparent
-    // huge pages: fewer TLB misses on the memory-bound elementwise kernels.
-    const bool huge = nbytes_ >= kHugePage;
-    data_ = std::aligned_alloc(huge ? kHugePage : kAlign, huge ? (nbytes_ + kHugePage - 1) / kHugePage * kHugePage : nbytes_);
+    // No madvise(MADV_HUGEPAGE) here: with the kernel's usual defrag=madvise setting the first
+    // touch of such a buffer can stall for compaction (hundreds of ms, measured), which costs far
+    // more than the TLB misses it saves on memory-bound kernels.
+    data_ = std::aligned_alloc(kAlign, nbytes_);
     if (!data_) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    if (huge) madvise(data_, nbytes_, MADV_HUGEPAGE);
-#endif
   }
   g_live.fetch_add(nbytes_, std::memory_order_relaxed);
 }
