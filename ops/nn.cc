@@ -33,6 +33,26 @@ Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim) {
   });
   return out;
 }
+
+// The backward: a fused kernel, or (when the backward itself is recorded, for higher-order
+// gradients) the same formula from public ops.
+template <bool kLog>
+Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim) {
+  if (grad_enabled()) {
+    if (kLog) return sub(g, mul(exp(y), sum(g, {dim}, true)));
+    return mul(y, sub(g, sum(mul(g, y), {dim}, true)));
+  }
+  int64_t outer = 1, D = y.dim() ? y.shape()[dim] : 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= y.shape()[d];
+  for (int64_t d = dim + 1; d < y.dim(); ++d) inner *= y.shape()[d];
+  Tensor dx = Tensor::empty(y.shape(), y.dtype());
+  Tensor gc = to(g, y.dtype());
+  dispatch_float(y.dtype(), kLog ? "log_softmax" : "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    k::softmax_backward_rows<T, kLog>(y.data<T>(), gc.data<T>(), dx.data<T>(), outer, D, inner);
+  });
+  return dx;
+}
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
@@ -40,8 +60,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   dim = normalize_axis(dim, x.dim(), "softmax");
   Tensor out = softmax_forward<false>("softmax", x, dim);
   return record("softmax", out, {x}, [dim](const Tensor& g, const Node& n) {
-    Tensor y = n.output();  // dx = y (g - sum(g y))
-    return Grads{mul(y, sub(g, sum(mul(g, y), {dim}, true)))};
+    return Grads{softmax_backward<false>(g, n.output(), dim)};  // y (g - sum(g y))
   }, true);
 }
 
@@ -50,8 +69,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   dim = normalize_axis(dim, x.dim(), "log_softmax");
   Tensor out = softmax_forward<true>("log_softmax", x, dim);
   return record("log_softmax", out, {x}, [dim](const Tensor& g, const Node& n) {
-    Tensor y = n.output();  // dx = g - softmax(x) sum(g)
-    return Grads{sub(g, mul(exp(y), sum(g, {dim}, true)))};
+    return Grads{softmax_backward<true>(g, n.output(), dim)};  // g - softmax(x) sum(g)
   }, true);
 }
 

@@ -62,4 +62,50 @@ void softmax_rows(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
   });
 }
 
+// Backward from the saved output y: softmax dx = y (g - sum(g y)); log-softmax
+// dx = g - exp(y) sum(g). One pass to reduce, one to write, per row.
+template <class T, bool kLog>
+void softmax_backward_rows(const T* y, const T* g, T* dx, int64_t outer, int64_t D, int64_t inner) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(B::size);
+  if (inner == 1) {
+    parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        const T* yr = y + o * D;
+        const T* gr = g + o * D;
+        T* dr = dx + o * D;
+        B acc(T(0));
+        T s = 0;
+        int64_t i = 0;
+        for (; i + L <= D; i += L) {
+          const B gv = B::load_unaligned(gr + i);
+          acc = kLog ? acc + gv : xsimd::fma(gv, B::load_unaligned(yr + i), acc);
+        }
+        for (; i < D; ++i) s += kLog ? gr[i] : gr[i] * yr[i];
+        s += xsimd::hadd(acc);
+        const B vs(s);
+        i = 0;
+        for (; i + L <= D; i += L) {
+          const B yv = B::load_unaligned(yr + i), gv = B::load_unaligned(gr + i);
+          const B d = kLog ? gv - xsimd::exp(yv) * vs : yv * (gv - vs);
+          d.store_unaligned(dr + i);
+        }
+        for (; i < D; ++i) dr[i] = kLog ? gr[i] - std::exp(yr[i]) * s : yr[i] * (gr[i] - s);
+      }
+    });
+    return;
+  }
+  parallel_for(0, outer * inner, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t a, int64_t b) {
+    for (int64_t t = a; t < b; ++t) {
+      const int64_t base = (t / inner) * D * inner + t % inner;
+      T s = 0;
+      for (int64_t i = 0; i < D; ++i) s += kLog ? g[base + i * inner] : g[base + i * inner] * y[base + i * inner];
+      for (int64_t i = 0; i < D; ++i) {
+        const int64_t k = base + i * inner;
+        dx[k] = kLog ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
+      }
+    }
+  });
+}
+
 }  // namespace tg::kernels
