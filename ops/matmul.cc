@@ -26,29 +26,13 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   // Batch offsets of a and b for every output batch index (stride 0 where broadcast).
   const int64_t nb = batch.numel();
   BroadcastPlan plan = make_broadcast_plan(batch, {abatch, bbatch});
-  std::vector<int64_t> aoff, boff;
-  aoff.reserve(static_cast<size_t>(nb));
-  boff.reserve(static_cast<size_t>(nb));
-  {
-    // for_each_run is parallel for large plans; batch counts are small, so walk it serially.
-    const int64_t nd = plan.outer.rank();
-    int64_t idx[16] = {0}, o0 = 0, o1 = 0;
-    for (int64_t r = 0; r < plan.rows; ++r) {
-      for (int64_t i = 0; i < plan.inner; ++i) {
-        aoff.push_back(o0 + i * plan.inner_stride[0]);
-        boff.push_back(o1 + i * plan.inner_stride[1]);
-      }
-      for (int64_t d = nd - 1; d >= 0; --d) {
-        ++idx[d];
-        o0 += plan.outer_strides[0][d];
-        o1 += plan.outer_strides[1][d];
-        if (idx[d] < plan.outer[d]) break;
-        o0 -= plan.outer[d] * plan.outer_strides[0][d];
-        o1 -= plan.outer[d] * plan.outer_strides[1][d];
-        idx[d] = 0;
-      }
+  std::vector<int64_t> aoff(static_cast<size_t>(nb)), boff(static_cast<size_t>(nb));
+  for_each_run(plan, [&](int64_t o, const int64_t* in, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      aoff[o + i] = in[0] + i * plan.inner_stride[0];
+      boff[o + i] = in[1] + i * plan.inner_stride[1];
     }
-  }
+  });
   dispatch_float(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();

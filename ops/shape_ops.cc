@@ -190,29 +190,13 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor slice_backward(const Tensor& g, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
   detail::check_float(g, "slice_backward");
   Tensor out = zeros(shape, g.dtype());
-  // Write g into out at the sliced positions: copy with out as the strided side.
+  // Write g into out at the sliced positions: out is the strided side.
   Shape st = contiguous_strides(shape);
   int64_t base = start * st[dim];
   st[dim] *= step;
   dispatch_float(g.dtype(), "slice_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* src = g.data<T>();
-    T* dst = out.data<T>() + base;
-    // Walk g contiguously; its element i goes to dst offset computed from the strides.
-    const Shape& gs = g.shape();
-    const int64_t nd = gs.rank();
-    int64_t idx[16] = {0};
-    int64_t off = 0;
-    for (int64_t i = 0; i < g.numel(); ++i) {
-      dst[off] = src[i];
-      for (int64_t d = nd - 1; d >= 0; --d) {
-        ++idx[d];
-        off += st[d];
-        if (idx[d] < gs[d]) break;
-        off -= gs[d] * st[d];
-        idx[d] = 0;
-      }
-    }
+    k::strided_scatter(g.data<T>(), out.data<T>() + base, g.shape(), st);
   });
   int64_t len = g.shape()[dim];
   return record("slice_backward", out, {g}, [dim, start, step, len](const Tensor& gg, const Node&) {
