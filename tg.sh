@@ -55,8 +55,8 @@ case "$cmd" in
       ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600
     ;;
   bench)
-    install_missing "${PACKAGES[@]}" python3-torch
-    build build -DCMAKE_BUILD_TYPE=Release
+    install_missing "${PACKAGES[@]}" python3-torch libtorch-dev
+    build build -DCMAKE_BUILD_TYPE=Release -DTG_BUILD_BENCH=ON -DTG_BENCH_LIBTORCH=ON
     bench/compare_ops.sh build/tg_bench
     ;;
   *)

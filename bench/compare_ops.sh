@@ -47,6 +47,12 @@ for t in $THREADS; do
   fi
 done
 
+LIBTORCH="$(dirname "$BENCH")/libtorch_overhead"
+if [[ -x $LIBTORCH ]]; then
+  echo "running $LIBTORCH (libtorch C++, one thread) ..." >&2
+  "$LIBTORCH" --benchmark_format=json --benchmark_min_time="$MIN_TIME" >"$TMP/libtorch.json" 2>/dev/null
+fi
+
 python3 - "$TMP" $THREADS <<'EOF'
 import json, os, sys
 
@@ -109,4 +115,20 @@ print("Per-op overhead cases: the PyTorch times include the Python interpreter's
 if slow:
     print()
     print("tapegrad < 0.5x PyTorch: " + ", ".join(slow))
+
+lt = os.path.join(tmp, "libtorch.json")
+if os.path.exists(lt):
+    with open(lt) as f:
+        data = json.load(f)
+    print()
+    print("Per-op overhead against libtorch in C++ (Debian libtorch-dev 1.13, no Python), one thread:")
+    print()
+    print("| case | tapegrad | libtorch C++ | ratio |")
+    print("|---|---:|---:|---:|")
+    for b in data["benchmarks"]:
+        name = b["name"].replace("/real_time", "")
+        sec = b["real_time"] * UNIT[b.get("time_unit", "ns")]
+        tg = rows.get((name, threads[0]), [None])[0]
+        if tg:
+            print(f"| {name} | {fmt_time(tg)} | {fmt_time(sec)} | {sec / tg:.2f} |")
 EOF

@@ -1,8 +1,10 @@
-// matmul: 2-D and batched (broadcast batch dims), 1-D vectors, transpose flags.
+// matmul: 2-D and batched (broadcast batch dims), 1-D vectors, transpose flags. Transposed
+// operands are read through strides by the packed GEMM (ops/kernels/gemm.h), never copied, and
+// the backward picks transpose flags instead of transposing.
 #include "ops/matmul.h"
 
 #include "graph/factory.h"
-#include "ops/kernels/matmul.h"
+#include "ops/kernels/gemm.h"
 #include "ops/op_util.h"
 #include "ops/reduce.h"
 #include "ops/shape_ops.h"
@@ -10,13 +12,17 @@
 namespace tg {
 namespace {
 
-// Both operands of rank >= 2, same float dtype, no transposes left.
-Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+// Both operands of rank >= 2 and the same float dtype. With ta, a holds [..., K, M]; with tb,
+// b holds [..., N, K].
+Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const Shape& as = a.shape();
   const Shape& bs = b.shape();
-  const int64_t M = as[as.rank() - 2], K = as[as.rank() - 1];
-  const int64_t K2 = bs[bs.rank() - 2], N = bs[bs.rank() - 1];
-  TG_CHECK(K == K2, "matmul", "shapes {} and {} cannot be multiplied (inner dimensions {} and {} differ)", as, bs, K, K2);
+  const int64_t ar = as[as.rank() - 2], ac = as[as.rank() - 1];
+  const int64_t br = bs[bs.rank() - 2], bc = bs[bs.rank() - 1];
+  const int64_t M = ta ? ac : ar, K = ta ? ar : ac;
+  const int64_t K2 = tb ? bc : br, N = tb ? br : bc;
+  TG_CHECK(K == K2, "matmul", "shapes {}{} and {}{} cannot be multiplied (inner dimensions {} and {} differ)", as,
+           ta ? " (transposed)" : "", bs, tb ? " (transposed)" : "", K, K2);
   Shape abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
   Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
   Shape out_shape = batch;
@@ -38,36 +44,44 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
-    for (int64_t i = 0; i < nb; ++i)
-      kernels::gemm(pa + aoff[i] * M * K, pb + boff[i] * K * N, po + i * M * N, M, N, K);
+    auto one = [&](int64_t i) {
+      kernels::gemm<T>(ta, tb, M, N, K, pa + aoff[i] * M * K, ac, pb + boff[i] * K * N, bc, po + i * M * N, N);
+    };
+    // Many small products (attention): one thread per product. Few large ones: threads inside.
+    if (nb > 1 && M * N * K <= (int64_t{1} << 21)) {
+      kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) one(i);
+      });
+    } else {
+      for (int64_t i = 0; i < nb; ++i) one(i);
+    }
   });
-  return record("matmul", out, {a, b}, [a, b](const Tensor& g, const Node& n) {
+  return record("matmul", out, {a, b}, [a, b, ta, tb](const Tensor& g, const Node& n) {
+    // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g, then undo the op.
     Tensor ga, gb;
-    if (n.needs(0)) ga = sum_to(matmul(g, b, false, true), a.shape());
-    if (n.needs(1)) gb = sum_to(matmul(a, g, true, false), b.shape());
+    if (n.needs(0)) ga = sum_to(ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb), a.shape());
+    if (n.needs(1)) gb = sum_to(tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false), b.shape());
     return Grads{ga, gb};
   });
 }
 
 }  // namespace
 
-Tensor matmul(const Tensor& a0, const Tensor& b0, bool transpose_a, bool transpose_b) {
-  detail::check_float(a0, "matmul");
-  detail::check_float(b0, "matmul");
-  TG_CHECK(a0.dim() >= 1 && b0.dim() >= 1, "matmul", "both operands need at least one dimension, got shapes {} and {}",
-           a0.shape(), b0.shape());
-  TG_CHECK(a0.dtype() == b0.dtype(), "matmul", "operands have different dtypes ({} and {})", a0.dtype(), b0.dtype());
-  TG_CHECK(!(transpose_a && a0.dim() < 2) && !(transpose_b && b0.dim() < 2), "matmul",
-           "a transpose flag needs a operand of rank >= 2, got shapes {} and {}", a0.shape(), b0.shape());
-  Tensor a = transpose_a ? transpose(a0, -1, -2) : a0;
-  Tensor b = transpose_b ? transpose(b0, -1, -2) : b0;
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  detail::check_float(a, "matmul");
+  detail::check_float(b, "matmul");
+  TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both operands need at least one dimension, got shapes {} and {}",
+           a.shape(), b.shape());
+  TG_CHECK(a.dtype() == b.dtype(), "matmul", "operands have different dtypes ({} and {})", a.dtype(), b.dtype());
+  TG_CHECK(!(transpose_a && a.dim() < 2) && !(transpose_b && b.dim() < 2), "matmul",
+           "a transpose flag needs an operand of rank >= 2, got shapes {} and {}", a.shape(), b.shape());
   if (a.dim() == 1 && b.dim() == 1) {
     TG_CHECK(a.numel() == b.numel(), "matmul", "vectors of lengths {} and {} differ", a.numel(), b.numel());
-    return reshape(matmul_nd(reshape(a, {1, a.numel()}), reshape(b, {b.numel(), 1})), Shape{});
+    return reshape(matmul_nd(reshape(a, {1, a.numel()}), reshape(b, {b.numel(), 1}), false, false), Shape{});
   }
-  if (a.dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b), -2);
-  if (b.dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, -1)), -1);
-  return matmul_nd(a, b);
+  if (a.dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b, false, transpose_b), -2);
+  if (b.dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, -1), transpose_a, false), -1);
+  return matmul_nd(a, b, transpose_a, transpose_b);
 }
 
 }  // namespace tg

@@ -41,15 +41,19 @@ Tensor binary_forward(const char* op, const Tensor& a, const Tensor& b, F f) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
+    const int64_t bytes = (a.numel() + b.numel() + out.numel()) * static_cast<int64_t>(sizeof(T));
+    const bool stream = bytes > kernels::stream_threshold_bytes();
     if (a.shape() == b.shape()) {
       kernels::parallel_for(0, out.numel(), kernels::kParallelGrain, [&](int64_t s, int64_t e) {
-        kernels::binary_run(pa + s, 1, pb + s, 1, po + s, e - s, f);
+        if (stream) kernels::binary_run<true>(pa + s, 1, pb + s, 1, po + s, e - s, f);
+        else kernels::binary_run<false>(pa + s, 1, pb + s, 1, po + s, e - s, f);
       });
       return;
     }
     BroadcastPlan p = make_broadcast_plan(shape, {a.shape(), b.shape()});
     for_each_run(p, [&](int64_t o, const int64_t* in, int64_t n) {
-      kernels::binary_run(pa + in[0], p.inner_stride[0], pb + in[1], p.inner_stride[1], po + o, n, f);
+      if (stream) kernels::binary_run<true>(pa + in[0], p.inner_stride[0], pb + in[1], p.inner_stride[1], po + o, n, f);
+      else kernels::binary_run<false>(pa + in[0], p.inner_stride[0], pb + in[1], p.inner_stride[1], po + o, n, f);
     });
   });
   return out;

@@ -220,7 +220,10 @@ TEST_P(Forward, MaxMinIndicesAndArgmax) {
 }
 
 TEST_P(Forward, MatmulAgainstTripleLoop) {
-  for (auto [M, N, K] : {std::tuple{1, 1, 1}, {7, 17, 5}, {33, 65, 31}, {64, 64, 64}, {130, 3, 257}}) {
+  // Odd and edge sizes around the GEMM's register tile (6 x 2 vectors) and its cache blocks
+  // (K in slices of 256, rows in blocks of up to 96, columns in blocks of 2048).
+  for (auto [M, N, K] : {std::tuple{1, 1, 1}, {7, 17, 5}, {33, 65, 31}, {64, 64, 64}, {130, 3, 257}, {255, 257, 17},
+                         {257, 33, 300}, {1, 513, 7}, {97, 2100, 9}, {6, 32, 512}, {13, 1, 255}}) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         Tensor a = tg::uniform(ta ? Shape{K, M} : Shape{M, K}, -1, 1, GetParam());
@@ -231,7 +234,11 @@ TEST_P(Forward, MatmulAgainstTripleLoop) {
             for (int k = 0; k < K; ++k)
               want[i * N + j] += (ta ? av[k * M + i] : av[i * K + k]) * (tb ? bv[j * K + k] : bv[k * N + j]);
         const double t = GetParam() == tg::kFloat32 ? 1e-4 : 1e-12;
-        EXPECT_TRUE(close(tg::matmul(a, b, ta, tb), want, t, t)) << M << "x" << N << "x" << K << " " << ta << tb;
+        for (int threads : {1, 2}) {
+          tg::set_num_threads(threads);
+          EXPECT_TRUE(close(tg::matmul(a, b, ta, tb), want, t, t)) << M << "x" << N << "x" << K << " " << ta << tb
+                                                                    << " threads " << threads;
+        }
       }
   }
 }
@@ -343,6 +350,26 @@ TEST_P(Forward, DropoutIsSeededScaledAndIdentityInEval) {
   for (double e : v) EXPECT_TRUE(e == 0.0 || std::fabs(e - 1 / 0.75) < 1e-6);
   EXPECT_TRUE(tg::dropout(x, 0.25, /*training=*/false).same(x));
   EXPECT_EQ(tg::sum(tg::dropout(x, 1.0)).item(), 0.0);
+}
+
+TEST_P(Forward, StreamingStoresForOutputsPastTheCache) {
+  // Force the streaming path (normally for ops moving more bytes than the last-level cache),
+  // on odd sizes and offsets, broadcast and unary, one and two threads.
+  tg::kernels::set_stream_threshold_bytes(1024);
+  for (int threads : {1, 2}) {
+    tg::set_num_threads(threads);
+    Tensor a = tg::uniform({3, 100003}, -1, 1, GetParam()), b = tg::uniform({100003}, -1, 1, GetParam());
+    Tensor c = tg::uniform({3, 100003}, -1, 1, GetParam());
+    EXPECT_TRUE(close(a + c, ref_binary(a, c, [](double x, double y) { return x + y; }), tol(), tol()));
+    EXPECT_TRUE(close(a * b, ref_binary(a, b, [](double x, double y) { return x * y; }), tol(), tol()));
+    Tensor col = tg::uniform({3, 1}, -1, 1, GetParam());
+    EXPECT_TRUE(close(col - a, ref_binary(col, a, [](double x, double y) { return x - y; }), tol(), tol()));
+    std::vector<double> xv = a.to_vector<double>(), want;
+    for (double x : xv) want.push_back(std::tanh(x));
+    EXPECT_TRUE(close(tg::tanh(a).reshape({-1}), want, tol() * 4, tol()));
+  }
+  tg::kernels::set_stream_threshold_bytes(0);
+  tg::set_num_threads(2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Forward, ::testing::Values(tg::kFloat32, tg::kFloat64),

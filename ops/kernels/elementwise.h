@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <immintrin.h>
+
 #include <xsimd/xsimd.hpp>
 
 #include "ops/kernels/parallel.h"
@@ -104,39 +106,97 @@ struct BceWithLogits {  // max(x, 0) - x y + log(1 + exp(-|x|))
   }
 };
 
+// ---- Stores ---------------------------------------------------------------------------------
+// Outputs of ops that move more than stream_threshold_bytes() (parallel.h) are written with
+// non-temporal stores.
+template <class T, class A>
+inline void stream_store(T* p, const xsimd::batch<T, A>& v) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(v) == 64) {
+    if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(p, v);
+    else _mm512_stream_pd(p, v);
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (sizeof(v) == 32) {
+    if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(p, v);
+    else _mm256_stream_pd(p, v);
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (sizeof(v) == 16) {
+    if constexpr (std::is_same_v<T, float>) _mm_stream_ps(p, v);
+    else _mm_stream_pd(p, v);
+    return;
+  }
+#endif
+  v.store_aligned(p);
+}
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// Elements to do one by one before y + i is aligned for a vector store.
+template <class T>
+inline int64_t until_aligned(const T* y, int64_t n) {
+  constexpr size_t bytes = sizeof(xsimd::batch<T>);
+  const size_t mis = reinterpret_cast<uintptr_t>(y) % bytes;
+  if (mis % sizeof(T)) return n;  // not even element-aligned: no streaming
+  return std::min<int64_t>(n, static_cast<int64_t>(mis ? (bytes - mis) / sizeof(T) : 0));
+}
+
 // ---- Loops ---------------------------------------------------------------------------------
-template <class T, class F>
+template <bool kStream = false, class T, class F>
 void unary_loop(const T* x, T* y, int64_t n, F f) {
   using B = xsimd::batch<T>;
   constexpr int64_t L = static_cast<int64_t>(B::size);
   int64_t i = 0;
+  if constexpr (kStream) {
+    for (const int64_t head = until_aligned(y, n); i < head; ++i) y[i] = f(x[i]);
+    for (; i + L <= n; i += L) stream_store(y + i, f(B::load_unaligned(x + i)));
+    stream_fence();
+  }
   for (; i + L <= n; i += L) f(B::load_unaligned(x + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = f(x[i]);
 }
 
 template <class T, class F>
 void unary(const T* x, T* y, int64_t n, F f) {
-  parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_loop(x + b, y + b, e - b, f); });
+  const bool stream = 2 * n * static_cast<int64_t>(sizeof(T)) > stream_threshold_bytes();
+  parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+    if (stream) unary_loop<true>(x + b, y + b, e - b, f);
+    else unary_loop<false>(x + b, y + b, e - b, f);
+  });
 }
 
 // One run of a broadcast binary op: a and b advance by sa, sb in {0, 1}.
-template <class T, class F>
+template <bool kStream = false, class T, class F>
 void binary_run(const T* a, int64_t sa, const T* b, int64_t sb, T* o, int64_t n, F f) {
   using B = xsimd::batch<T>;
   constexpr int64_t L = static_cast<int64_t>(B::size);
   int64_t i = 0;
-  if (sa == 1 && sb == 1) {
-    for (; i + L <= n; i += L) f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(o + i);
-    for (; i < n; ++i) o[i] = f(a[i], b[i]);
-  } else if (sa == 1) {
-    const B vb(b[0]);
-    for (; i + L <= n; i += L) f(B::load_unaligned(a + i), vb).store_unaligned(o + i);
-    for (; i < n; ++i) o[i] = f(a[i], b[0]);
-  } else if (sb == 1) {
-    const B va(a[0]);
-    for (; i + L <= n; i += L) f(va, B::load_unaligned(b + i)).store_unaligned(o + i);
-    for (; i < n; ++i) o[i] = f(a[0], b[i]);
-  } else {
+  // Vector body for loads ld(i) of a and b; streaming or plain stores.
+  auto body = [&](auto lda, auto ldb, auto sca, auto scb) {
+    if constexpr (kStream) {
+      for (const int64_t head = until_aligned(o, n); i < head; ++i) o[i] = f(sca(i), scb(i));
+      for (; i + L <= n; i += L) stream_store(o + i, f(lda(i), ldb(i)));
+      stream_fence();
+    }
+    for (; i + L <= n; i += L) f(lda(i), ldb(i)).store_unaligned(o + i);
+    for (; i < n; ++i) o[i] = f(sca(i), scb(i));
+  };
+  auto vec = [](const T* p) { return [p](int64_t j) { return B::load_unaligned(p + j); }; };
+  auto bcast = [](const T* p) { return [v = B(p[0])](int64_t) { return v; }; };
+  auto elem = [](const T* p) { return [p](int64_t j) { return p[j]; }; };
+  auto first = [](const T* p) { return [v = p[0]](int64_t) { return v; }; };
+  if (sa == 1 && sb == 1) body(vec(a), vec(b), elem(a), elem(b));
+  else if (sa == 1) body(vec(a), bcast(b), elem(a), first(b));
+  else if (sb == 1) body(bcast(a), vec(b), first(a), elem(b));
+  else {
     const T v = f(a[0], b[0]);
     for (; i < n; ++i) o[i] = v;
   }

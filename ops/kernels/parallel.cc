@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -149,6 +150,23 @@ void set_num_threads(int n) {
 }
 
 namespace kernels {
+std::atomic<int64_t> g_stream_override{0};
+int64_t stream_threshold_bytes() {
+  if (int64_t o = g_stream_override.load(std::memory_order_relaxed)) return o;
+  static const int64_t bytes = [] {
+    int64_t b = int64_t{32} << 20;
+    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+      long kb = 0;
+      char unit = 0;
+      if (std::fscanf(f, "%ld%c", &kb, &unit) >= 1 && kb > 0) b = (unit == 'M' ? kb << 20 : kb << 10);
+      std::fclose(f);
+    }
+    return b;
+  }();
+  return bytes;
+}
+void set_stream_threshold_bytes(int64_t bytes) { g_stream_override.store(bytes); }
+
 void parallel_run(int chunks, const std::function<void(int)>& fn) {
   if (chunks <= 1 || t_in_worker) {
     for (int c = 0; c < chunks; ++c) fn(c);

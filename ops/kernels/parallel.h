@@ -35,6 +35,13 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
   });
 }
 
+// Bytes an op must move (reads + writes) before its output is written with non-temporal
+// (streaming) stores: past the last-level cache the output cannot stay cached anyway, and
+// streaming skips reading each destination line before writing it (measured here: a 16 MB
+// add, 1.65 ms -> 1.07 ms on one thread). The L3 size from sysfs; 32 MiB when unknown.
+int64_t stream_threshold_bytes();
+void set_stream_threshold_bytes(int64_t bytes);  // 0 restores the default; for tests and tuning
+
 // Element counts above which elementwise and row-wise kernels go parallel.
 inline constexpr int64_t kParallelGrain = 32768;
 

@@ -1,0 +1,211 @@
+#pragma once
+// GEMM in the GotoBLAS/BLIS manner: C[M, N] (+)= op(A)[M, K] op(B)[K, N], where op is the
+// identity or the transpose, read through strides (no transposed copy is ever made).
+//
+//   for each NC-wide block of B's columns
+//     for each KC-deep slice of K            pack B[kc, nc] into NR-wide panels (shared)
+//       for each MC-tall block of A's rows   pack A[mc, kc] into MR-tall panels (per thread)
+//         for each NR panel, each MR panel   micro-kernel: an MR x NR tile of C in registers
+//
+// The micro-kernel holds MR x NV accumulators (NV vectors of xsimd::batch<T> across, so
+// NR = NV * lanes: 6 x 32 floats with AVX-512, 6 x 16 with AVX2) and does one FMA per
+// accumulator per k, A values broadcast from the packed panel. Edge tiles are computed in full
+// on zero-padded panels and only their valid part is written back.
+//
+// Every element of C is accumulated by one thread, in the same k order whatever the thread
+// count, so results do not depend on it.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "ops/kernels/elementwise.h"
+
+namespace tg::kernels {
+
+template <class T>
+struct GemmShape {
+  static constexpr int64_t L = static_cast<int64_t>(xsimd::batch<T>::size);
+  static constexpr int MR = 6;
+  static constexpr int NV = 2;
+  static constexpr int64_t NR = NV * L;
+  static constexpr int64_t KC = 256;
+  static constexpr int64_t MC = 96;    // A block: MC x KC floats = 96 KB, in L2
+  static constexpr int64_t NC = 2048;  // B block: KC x NC floats = 2 MB, in L3
+};
+
+// A thread's scratch buffer, 64-byte aligned, grown on demand and kept between calls.
+template <class T>
+T* gemm_scratch(int slot, size_t elems) {
+  struct Buf {
+    T* p = nullptr;
+    size_t n = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf bufs[2];
+  Buf& b = bufs[slot];
+  if (b.n < elems) {
+    std::free(b.p);
+    size_t bytes = (elems * sizeof(T) + 63) / 64 * 64;
+    b.p = static_cast<T*>(std::aligned_alloc(64, bytes));
+    if (!b.p) throw std::bad_alloc();
+    b.n = elems;
+  }
+  return b.p;
+}
+
+// Packs rows [0, mc) x cols [0, kc) of A (element (i, k) at A[i * rs + k * cs]) into MR-row
+// panels: panel p holds, for each k, the MR values of rows p*MR .. p*MR+MR-1 (zero past mc).
+template <class T>
+void pack_a(const T* A, int64_t rs, int64_t cs, int64_t mc, int64_t kc, T* dst) {
+  constexpr int MR = GemmShape<T>::MR;
+  for (int64_t p = 0; p < mc; p += MR) {
+    const int64_t rows = std::min<int64_t>(MR, mc - p);
+    if (rows == MR && cs == 1) {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int r = 0; r < MR; ++r) dst[k * MR + r] = A[(p + r) * rs + k];
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        int r = 0;
+        for (; r < rows; ++r) dst[k * MR + r] = A[(p + r) * rs + k * cs];
+        for (; r < MR; ++r) dst[k * MR + r] = T(0);
+      }
+    }
+    dst += MR * kc;
+  }
+}
+
+// Packs rows [0, kc) x cols [j0, j1) of B (element (k, j) at B[k * rs + j * cs]) into NR-column
+// panels: for each k, NR contiguous values (zero past the last column).
+template <class T>
+void pack_b_panel(const T* B, int64_t rs, int64_t cs, int64_t kc, int64_t cols, T* dst) {
+  constexpr int64_t NR = GemmShape<T>::NR;
+  if (cols == NR && cs == 1) {
+    for (int64_t k = 0; k < kc; ++k) std::memcpy(dst + k * NR, B + k * rs, NR * sizeof(T));
+    return;
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    int64_t c = 0;
+    for (; c < cols; ++c) dst[k * NR + c] = B[k * rs + c * cs];
+    for (; c < NR; ++c) dst[k * NR + c] = T(0);
+  }
+}
+
+// C tile (rows x cols valid) (+)= packed A panel (MR x kc) * packed B panel (kc x NR).
+template <class T>
+inline void micro_kernel(int64_t kc, const T* a, const T* b, T* C, int64_t ldc, bool accumulate, int64_t rows,
+                         int64_t cols) {
+  using V = xsimd::batch<T>;
+  constexpr int MR = GemmShape<T>::MR;
+  constexpr int NV = GemmShape<T>::NV;
+  constexpr int64_t L = GemmShape<T>::L;
+  constexpr int64_t NR = GemmShape<T>::NR;
+  V acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V(T(0));
+  for (int64_t k = 0; k < kc; ++k) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = V::load_aligned(b + k * NR + v * L);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const V av(a[k * MR + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(av, bv[v], acc[r][v]);
+    }
+  }
+  if (rows == MR && cols == NR) {
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        T* c = C + r * ldc + v * L;
+        V out = accumulate ? acc[r][v] + V::load_unaligned(c) : acc[r][v];
+        out.store_unaligned(c);
+      }
+    return;
+  }
+  alignas(64) T tile[MR * NR];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v].store_aligned(tile + r * NR + v * L);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) C[r * ldc + c] = accumulate ? C[r * ldc + c] + tile[r * NR + c] : tile[r * NR + c];
+}
+
+// C[M, N] (row stride ldc) = op(A) op(B), or += when accumulate. op(A)(i, k) is
+// A[i * lda + k] (or A[k * lda + i] when trans_a); op(B)(k, j) is B[k * ldb + j] (or
+// B[j * ldb + k] when trans_b). Threads split the rows of C (or, for short C, its columns).
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T* C, int64_t ldc, bool accumulate = false) {
+  using S = GemmShape<T>;
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    return;
+  }
+  const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
+  const int64_t b_rs = trans_b ? 1 : ldb, b_cs = trans_b ? ldb : 1;
+  const int threads = num_threads();
+  // Row blocks: at most MC tall, and enough of them to keep every thread busy.
+  const int64_t mc_even = (M + threads - 1) / threads;
+  const int64_t MC = std::max<int64_t>(S::MR, std::min<int64_t>(S::MC, (mc_even + S::MR - 1) / S::MR * S::MR));
+  const int64_t m_blocks = (M + MC - 1) / MC;
+  const bool small = 2.0 * M * N * K < 2.0e5;  // not worth waking threads
+
+  for (int64_t jc = 0; jc < N; jc += S::NC) {
+    const int64_t nc = std::min(S::NC, N - jc);
+    const int64_t n_panels = (nc + S::NR - 1) / S::NR;
+    for (int64_t pc = 0; pc < K; pc += S::KC) {
+      const int64_t kc = std::min(S::KC, K - pc);
+      const bool acc = accumulate || pc > 0;
+      // Pack this B block once; every thread reads it.
+      T* bp = gemm_scratch<T>(0, static_cast<size_t>(n_panels * S::NR * kc));
+      auto pack_b = [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t j = jc + q * S::NR;
+          pack_b_panel(B + pc * b_rs + j * b_cs, b_rs, b_cs, kc, std::min(S::NR, N - j), bp + q * S::NR * kc);
+        }
+      };
+      if (small) pack_b(0, n_panels);
+      else parallel_for(0, n_panels, 1, pack_b);
+
+      auto block = [&](int64_t ic, int64_t mc, const T* ap, int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t j = jc + q * S::NR;
+          const int64_t cols = std::min(S::NR, N - j);
+          for (int64_t p = 0; p < mc; p += S::MR)
+            micro_kernel(kc, ap + p * kc, bp + q * S::NR * kc, C + (ic + p) * ldc + j, ldc, acc,
+                         std::min<int64_t>(S::MR, mc - p), cols);
+        }
+      };
+      if (small || m_blocks >= threads || threads == 1) {
+        // Split the rows of C: each thread packs its own A blocks.
+        auto rows = [&](int64_t b0, int64_t b1) {
+          T* ap = gemm_scratch<T>(1, static_cast<size_t>((MC + S::MR) * kc));
+          for (int64_t blk = b0; blk < b1; ++blk) {
+            const int64_t ic = blk * MC, mc = std::min(MC, M - ic);
+            pack_a(A + ic * a_rs + pc * a_cs, a_rs, a_cs, mc, kc, ap);
+            block(ic, mc, ap, 0, n_panels);
+          }
+        };
+        if (small) rows(0, m_blocks);
+        else parallel_for(0, m_blocks, 1, rows);
+      } else {
+        // Few rows: pack A once, split the columns of C.
+        for (int64_t ic = 0; ic < M; ic += MC) {
+          const int64_t mc = std::min(MC, M - ic);
+          T* ap = gemm_scratch<T>(1, static_cast<size_t>((MC + S::MR) * kc));
+          pack_a(A + ic * a_rs + pc * a_cs, a_rs, a_cs, mc, kc, ap);
+          parallel_for(0, n_panels, 1, [&](int64_t q0, int64_t q1) { block(ic, mc, ap, q0, q1); });
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tg::kernels
