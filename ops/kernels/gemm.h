@@ -22,17 +22,31 @@
 
 #include "ops/kernels/elementwise.h"
 
+#ifndef TG_GEMM_MR
+#define TG_GEMM_MR 8
+#endif
+#ifndef TG_GEMM_KC
+#define TG_GEMM_KC 384
+#endif
+#ifndef TG_GEMM_MC
+#define TG_GEMM_MC 128
+#endif
+
 namespace tg::kernels {
 
 template <class T>
 struct GemmShape {
   static constexpr int64_t L = static_cast<int64_t>(xsimd::batch<T>::size);
-  static constexpr int MR = 6;
+#if defined(__AVX512F__)
+  static constexpr int MR = TG_GEMM_MR;  // 8 x 2 accumulators + 2 B vectors + 1 A: 19 of 32 registers
+#else
+  static constexpr int MR = 6;  // 6 x 2 + 2 + 1 = 15 of 16 registers (AVX2, SSE)
+#endif
   static constexpr int NV = 2;
   static constexpr int64_t NR = NV * L;
-  static constexpr int64_t KC = 256;
-  static constexpr int64_t MC = 96;    // A block: MC x KC floats = 96 KB, in L2
-  static constexpr int64_t NC = 2048;  // B block: KC x NC floats = 2 MB, in L3
+  static constexpr int64_t KC = TG_GEMM_KC;
+  static constexpr int64_t MC = TG_GEMM_MC;    // A block: MC x KC, in L2
+  static constexpr int64_t NC = 2048;  // B block: KC x NC, in L3
 };
 
 // A thread's scratch buffer, 64-byte aligned, grown on demand and kept between calls.
@@ -92,10 +106,12 @@ void pack_b_panel(const T* B, int64_t rs, int64_t cs, int64_t kc, int64_t cols, 
   }
 }
 
-// C tile (rows x cols valid) (+)= packed A panel (MR x kc) * packed B panel (kc x NR).
+// C tile (rows x cols valid) (+)= A panel (MR x kc; element (r, k) at a[r * ars + k * aks]: a
+// packed panel has ars = 1, aks = MR; a row-major A read in place has ars = lda, aks = 1)
+// times a packed B panel (kc x NR).
 template <class T>
-inline void micro_kernel(int64_t kc, const T* a, const T* b, T* C, int64_t ldc, bool accumulate, int64_t rows,
-                         int64_t cols) {
+inline void micro_kernel(int64_t kc, const T* a, int64_t ars, int64_t aks, const T* b, T* C, int64_t ldc,
+                         bool accumulate, int64_t rows, int64_t cols) {
   using V = xsimd::batch<T>;
   constexpr int MR = GemmShape<T>::MR;
   constexpr int NV = GemmShape<T>::NV;
@@ -110,9 +126,10 @@ inline void micro_kernel(int64_t kc, const T* a, const T* b, T* C, int64_t ldc, 
     V bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = V::load_aligned(b + k * NR + v * L);
+    const T* ak = a + k * aks;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const V av(a[k * MR + r]);
+      const V av(ak[r * ars]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(av, bv[v], acc[r][v]);
     }
@@ -174,13 +191,28 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
       if (small) pack_b(0, n_panels);
       else parallel_for(0, n_panels, 1, pack_b);
 
+      // Packing A pays off when each packed panel is reused across many B panels (and it avoids
+      // L1 set conflicts between rows a multiple of 4 KB apart). For narrow C (few B panels, as
+      // in attention's batched products) a non-transposed A is read in place instead: its rows
+      // are contiguous in k. The last, partial row panel is always packed (zero-padded) so that
+      // the micro-kernel never reads past A.
+      const bool pack_all = trans_a || n_panels > 4;
+      auto prepare_a = [&](int64_t ic, int64_t mc, T* ap) {
+        const int64_t full = pack_all ? 0 : mc / S::MR * S::MR;
+        if (full < mc) pack_a(A + (ic + full) * a_rs + pc * a_cs, a_rs, a_cs, mc - full, kc, ap + full * kc);
+      };
       auto block = [&](int64_t ic, int64_t mc, const T* ap, int64_t q0, int64_t q1) {
+        const int64_t full = pack_all ? 0 : mc / S::MR * S::MR;
         for (int64_t q = q0; q < q1; ++q) {
           const int64_t j = jc + q * S::NR;
           const int64_t cols = std::min(S::NR, N - j);
-          for (int64_t p = 0; p < mc; p += S::MR)
-            micro_kernel(kc, ap + p * kc, bp + q * S::NR * kc, C + (ic + p) * ldc + j, ldc, acc,
-                         std::min<int64_t>(S::MR, mc - p), cols);
+          for (int64_t p = 0; p < mc; p += S::MR) {
+            const T* b_panel = bp + q * S::NR * kc;
+            T* c = C + (ic + p) * ldc + j;
+            const int64_t rows = std::min<int64_t>(S::MR, mc - p);
+            if (p < full) micro_kernel(kc, A + (ic + p) * a_rs + pc * a_cs, a_rs, a_cs, b_panel, c, ldc, acc, rows, cols);
+            else micro_kernel(kc, ap + p * kc, int64_t{1}, int64_t{S::MR}, b_panel, c, ldc, acc, rows, cols);
+          }
         }
       };
       if (small || m_blocks >= threads || threads == 1) {
@@ -189,7 +221,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
           T* ap = gemm_scratch<T>(1, static_cast<size_t>((MC + S::MR) * kc));
           for (int64_t blk = b0; blk < b1; ++blk) {
             const int64_t ic = blk * MC, mc = std::min(MC, M - ic);
-            pack_a(A + ic * a_rs + pc * a_cs, a_rs, a_cs, mc, kc, ap);
+            prepare_a(ic, mc, ap);
             block(ic, mc, ap, 0, n_panels);
           }
         };
@@ -200,7 +232,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
         for (int64_t ic = 0; ic < M; ic += MC) {
           const int64_t mc = std::min(MC, M - ic);
           T* ap = gemm_scratch<T>(1, static_cast<size_t>((MC + S::MR) * kc));
-          pack_a(A + ic * a_rs + pc * a_cs, a_rs, a_cs, mc, kc, ap);
+          prepare_a(ic, mc, ap);
           parallel_for(0, n_panels, 1, [&](int64_t q0, int64_t q1) { block(ic, mc, ap, q0, q1); });
         }
       }
