@@ -28,6 +28,9 @@
 #ifndef TG_GEMM_KC
 #define TG_GEMM_KC 384
 #endif
+#ifndef TG_GEMM_NC
+#define TG_GEMM_NC 512
+#endif
 #ifndef TG_GEMM_MC
 #define TG_GEMM_MC 128
 #endif
@@ -45,8 +48,8 @@ struct GemmShape {
   static constexpr int NV = 2;
   static constexpr int64_t NR = NV * L;
   static constexpr int64_t KC = TG_GEMM_KC;
-  static constexpr int64_t MC = TG_GEMM_MC;    // A block: MC x KC, in L2
-  static constexpr int64_t NC = 2048;  // B block: KC x NC, in L3
+  static constexpr int64_t MC = TG_GEMM_MC;    // A block: MC x KC = 192 KB of floats
+  static constexpr int64_t NC = TG_GEMM_NC;  // B block: KC x NC = 768 KB of floats, in L2
 };
 
 // A thread's scratch buffer, 64-byte aligned, grown on demand and kept between calls.
@@ -108,15 +111,21 @@ void pack_b_panel(const T* B, int64_t rs, int64_t cs, int64_t kc, int64_t cols, 
 
 // C tile (rows x cols valid) (+)= A panel (MR x kc; element (r, k) at a[r * ars + k * aks]: a
 // packed panel has ars = 1, aks = MR; a row-major A read in place has ars = lda, aks = 1)
-// times a packed B panel (kc x NR).
-template <class T>
-inline void micro_kernel(int64_t kc, const T* a, int64_t ars, int64_t aks, const T* b, T* C, int64_t ldc,
-                         bool accumulate, int64_t rows, int64_t cols) {
+// times a B panel (kc x NR, row k at b + k * bks: NR when packed, ldb when read in place).
+// kFull: the tile is whole (rows == MR, cols == NR), written straight from the registers.
+template <class T, bool kFull>
+inline void micro_tile(int64_t kc, const T* a, int64_t ars, int64_t aks, const T* b, int64_t bks, T* C,
+                       int64_t ldc, bool accumulate, int64_t rows, int64_t cols) {
   using V = xsimd::batch<T>;
   constexpr int MR = GemmShape<T>::MR;
   constexpr int NV = GemmShape<T>::NV;
   constexpr int64_t L = GemmShape<T>::L;
   constexpr int64_t NR = GemmShape<T>::NR;
+  // The C tile is read and written once, after the k loop: fetch its lines now.
+  for (int64_t r = 0; r < rows; ++r) {
+    __builtin_prefetch(C + r * ldc, 1);
+    __builtin_prefetch(C + r * ldc + NR - 1, 1);
+  }
   V acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -125,7 +134,7 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t ars, int64_t aks, const
   for (int64_t k = 0; k < kc; ++k) {
     V bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = V::load_aligned(b + k * NR + v * L);
+    for (int v = 0; v < NV; ++v) bv[v] = V::load_unaligned(b + k * bks + v * L);
     const T* ak = a + k * aks;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -134,7 +143,7 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t ars, int64_t aks, const
       for (int v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(av, bv[v], acc[r][v]);
     }
   }
-  if (rows == MR && cols == NR) {
+  if constexpr (kFull) {
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
@@ -143,13 +152,22 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t ars, int64_t aks, const
         V out = accumulate ? acc[r][v] + V::load_unaligned(c) : acc[r][v];
         out.store_unaligned(c);
       }
-    return;
+  } else {
+    alignas(64) T tile[MR * NR];
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v) acc[r][v].store_aligned(tile + r * NR + v * L);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) C[r * ldc + c] = accumulate ? C[r * ldc + c] + tile[r * NR + c] : tile[r * NR + c];
   }
-  alignas(64) T tile[MR * NR];
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v].store_aligned(tile + r * NR + v * L);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) C[r * ldc + c] = accumulate ? C[r * ldc + c] + tile[r * NR + c] : tile[r * NR + c];
+}
+
+template <class T>
+inline void micro_kernel(int64_t kc, const T* a, int64_t ars, int64_t aks, const T* b, int64_t bks, T* C, int64_t ldc,
+                         bool accumulate, int64_t rows, int64_t cols) {
+  if (rows == GemmShape<T>::MR && cols == GemmShape<T>::NR)
+    micro_tile<T, true>(kc, a, ars, aks, b, bks, C, ldc, accumulate, rows, cols);
+  else
+    micro_tile<T, false>(kc, a, ars, aks, b, bks, C, ldc, accumulate, rows, cols);
 }
 
 // C[M, N] (row stride ldc) = op(A) op(B), or += when accumulate. op(A)(i, k) is
@@ -180,16 +198,25 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
     for (int64_t pc = 0; pc < K; pc += S::KC) {
       const int64_t kc = std::min(S::KC, K - pc);
       const bool acc = accumulate || pc > 0;
-      // Pack this B block once; every thread reads it.
-      T* bp = gemm_scratch<T>(0, static_cast<size_t>(n_panels * S::NR * kc));
+      // Pack this B block once; every thread reads it. A small non-transposed B (attention's
+      // batched products) whose panels are all whole is read in place instead: its rows are
+      // contiguous, and the whole block stays in cache.
+      const bool b_in_place = !trans_b && nc % S::NR == 0 && kc * nc * static_cast<int64_t>(sizeof(T)) <= (64 << 10);
+      T* bp = b_in_place ? nullptr : gemm_scratch<T>(0, static_cast<size_t>(n_panels * S::NR * kc));
       auto pack_b = [&](int64_t q0, int64_t q1) {
         for (int64_t q = q0; q < q1; ++q) {
           const int64_t j = jc + q * S::NR;
           pack_b_panel(B + pc * b_rs + j * b_cs, b_rs, b_cs, kc, std::min(S::NR, N - j), bp + q * S::NR * kc);
         }
       };
-      if (small) pack_b(0, n_panels);
-      else parallel_for(0, n_panels, 1, pack_b);
+      if (b_in_place) {
+      } else if (small) {
+        pack_b(0, n_panels);
+      } else {
+        parallel_for(0, n_panels, 1, pack_b);
+      }
+      auto b_panel = [&](int64_t q) { return b_in_place ? B + pc * b_rs + jc + q * S::NR : bp + q * S::NR * kc; };
+      const int64_t bks = b_in_place ? b_rs : S::NR;
 
       // Packing A pays off when each packed panel is reused across many B panels (and it avoids
       // L1 set conflicts between rows a multiple of 4 KB apart). For narrow C (few B panels, as
@@ -207,11 +234,11 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
           const int64_t j = jc + q * S::NR;
           const int64_t cols = std::min(S::NR, N - j);
           for (int64_t p = 0; p < mc; p += S::MR) {
-            const T* b_panel = bp + q * S::NR * kc;
+            const T* bq = b_panel(q);
             T* c = C + (ic + p) * ldc + j;
             const int64_t rows = std::min<int64_t>(S::MR, mc - p);
-            if (p < full) micro_kernel(kc, A + (ic + p) * a_rs + pc * a_cs, a_rs, a_cs, b_panel, c, ldc, acc, rows, cols);
-            else micro_kernel(kc, ap + p * kc, int64_t{1}, int64_t{S::MR}, b_panel, c, ldc, acc, rows, cols);
+            if (p < full) micro_kernel(kc, A + (ic + p) * a_rs + pc * a_cs, a_rs, a_cs, bq, bks, c, ldc, acc, rows, cols);
+            else micro_kernel(kc, ap + p * kc, int64_t{1}, int64_t{S::MR}, bq, bks, c, ldc, acc, rows, cols);
           }
         }
       };
