@@ -241,14 +241,15 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return mul(x, mask);
 }
 
-Tensor causal_mask(int64_t T) {
-  TG_CHECK(T >= 0, "causal_mask", "length must be non-negative, got {}", T);
-  Tensor m = Tensor::empty(Shape{T, T}, kBool);
+Tensor causal_mask(int64_t T, int64_t S) {
+  TG_CHECK(T >= 0 && S >= 0, "causal_mask", "lengths must be non-negative, got {} and {}", T, S);
+  Tensor m = Tensor::empty(Shape{T, S}, kBool);
   bool* p = m.data<bool>();
   for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < T; ++j) p[i * T + j] = j > i;
+    for (int64_t j = 0; j < S; ++j) p[i * S + j] = j > i;
   return m;
 }
+Tensor causal_mask(int64_t T) { return causal_mask(T, T); }
 
 Tensor padding_mask(const Tensor& ids, int64_t pad_id) {
   detail::check_index(ids, "padding_mask");

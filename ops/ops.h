@@ -1,4 +1,5 @@
 #pragma once
+#include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/nn.h"

@@ -1,0 +1,158 @@
+// Attention: the fused flash-attention op and its unfused reference.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "graph/factory.h"
+#include "ops/elementwise.h"
+#include "ops/kernels/attention.h"
+#include "ops/matmul.h"
+#include "ops/nn.h"
+#include "ops/op_util.h"
+
+namespace tg {
+namespace k = kernels;
+namespace {
+
+struct Dims {
+  Shape lead;  // leading (batch) dims
+  int64_t n = 1, T = 0, S = 0, d = 0, dv = 0;
+};
+
+Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& o) {
+  detail::check_float(q, op);
+  detail::check_float(kk, op);
+  detail::check_float(v, op);
+  TG_CHECK(q.dim() >= 2 && kk.dim() == q.dim() && v.dim() == q.dim(), op,
+           "q, k and v must have the same rank >= 2 ([..., T, d]); got shapes {}, {} and {}", q.shape(), kk.shape(),
+           v.shape());
+  TG_CHECK(q.dtype() == kk.dtype() && q.dtype() == v.dtype(), op, "q, k and v have dtypes {}, {} and {}", q.dtype(),
+           kk.dtype(), v.dtype());
+  Dims dm;
+  dm.lead = Shape(q.shape().begin(), q.shape().end() - 2);
+  TG_CHECK(Shape(kk.shape().begin(), kk.shape().end() - 2) == dm.lead &&
+               Shape(v.shape().begin(), v.shape().end() - 2) == dm.lead, op,
+           "q, k and v must share their leading dims; got shapes {}, {} and {}", q.shape(), kk.shape(), v.shape());
+  dm.n = dm.lead.numel();
+  dm.T = q.size(-2);
+  dm.d = q.size(-1);
+  dm.S = kk.size(-2);
+  dm.dv = v.size(-1);
+  TG_CHECK(kk.size(-1) == dm.d, op, "q has head size {} but k has {} (shapes {} and {})", dm.d, kk.size(-1), q.shape(),
+           kk.shape());
+  TG_CHECK(v.size(-2) == dm.S, op, "k has {} keys but v has {} values (shapes {} and {})", dm.S, v.size(-2), kk.shape(),
+           v.shape());
+  TG_CHECK(dm.d > 0, op, "head size must be positive (q shape {})", q.shape());
+  if (o.mask.defined()) {
+    TG_CHECK(o.mask.dtype() == kBool, op, "mask must be bool (true = hidden), got {} of shape {}", o.mask.dtype(),
+             o.mask.shape());
+    Shape full = dm.lead;
+    full.push_back(dm.T);
+    full.push_back(dm.S);
+    bool fits = o.mask.dim() <= full.rank();
+    for (int64_t i = 1; fits && i <= o.mask.dim(); ++i) {
+      int64_t m = o.mask.shape()[o.mask.dim() - i];
+      fits = m == 1 || m == full[full.rank() - i];
+    }
+    TG_CHECK(fits, op, "mask of shape {} does not broadcast to the scores' shape {} ([..., T, S])", o.mask.shape(), full);
+  }
+  return dm;
+}
+
+double scale_of(const AttentionOptions& o, int64_t d) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(d)); }
+
+// Per batch index: the mask's base offset and its row/column strides (0 where it broadcasts).
+struct MaskLayout {
+  std::vector<int64_t> base;
+  int64_t row = 0, col = 0;
+};
+MaskLayout mask_layout(const Tensor& mask, const Dims& dm) {
+  MaskLayout ml;
+  ml.base.assign(static_cast<size_t>(dm.n), 0);
+  if (!mask.defined()) return ml;
+  const int64_t r = dm.lead.rank() + 2;
+  Shape ms(static_cast<size_t>(r), 1);  // the mask's shape right-aligned to [..., T, S]
+  for (int64_t i = 0; i < mask.dim(); ++i) ms[r - mask.dim() + i] = mask.shape()[i];
+  Shape st = contiguous_strides(ms);
+  for (int64_t i = 0; i < r; ++i)
+    if (ms[i] == 1) st[i] = 0;
+  ml.row = st[r - 2];
+  ml.col = st[r - 1];
+  for (int64_t n = 0; n < dm.n; ++n) {
+    int64_t rem = n, off = 0;
+    for (int64_t i = dm.lead.rank() - 1; i >= 0; --i) {
+      off += (rem % dm.lead[i]) * st[i];
+      rem /= dm.lead[i];
+    }
+    ml.base[n] = off;
+  }
+  return ml;
+}
+
+}  // namespace
+
+Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
+  Dims dm = check_attention("flash_attention", q, kk, v, opts);
+  const double scale = scale_of(opts, dm.d);
+  Shape out_shape = dm.lead;
+  out_shape.push_back(dm.T);
+  out_shape.push_back(dm.dv);
+  Shape lse_shape = dm.lead;
+  lse_shape.push_back(dm.T);
+  Tensor out = Tensor::empty(out_shape, q.dtype());
+  Tensor lse = Tensor::empty(lse_shape, q.dtype());
+  MaskLayout ml = mask_layout(opts.mask, dm);
+  const bool* mask = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
+  dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
+    using T = decltype(tag);
+    const T *pq = q.data<T>(), *pk = kk.data<T>(), *pv = v.data<T>();
+    T *po = out.data<T>(), *pl = lse.data<T>();
+    k::parallel_for(0, dm.n, 1, [&](int64_t n0, int64_t n1) {
+      k::AttnScratch<T> w;
+      for (int64_t n = n0; n < n1; ++n) {
+        k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col};
+        k::attention_forward<T>(pq + n * dm.T * dm.d, pk + n * dm.S * dm.d, pv + n * dm.S * dm.dv, po + n * dm.T * dm.dv,
+                                pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w);
+      }
+    });
+  });
+  return record("flash_attention", out, {q, kk, v},
+                [q, kk, v, lse, opts, dm, scale](const Tensor& g0, const Node& node) {
+    TG_CHECK(!grad_enabled(), "flash_attention", "its backward is a fused kernel and cannot be differentiated again "
+             "(create_graph); use attention_unfused for higher-order gradients");
+    Tensor o = node.output();
+    Tensor g = to(g0, q.dtype());
+    Tensor gq = Tensor::empty(q.shape(), q.dtype()), gk = Tensor::empty(kk.shape(), q.dtype()),
+           gv = Tensor::empty(v.shape(), q.dtype());
+    MaskLayout ml2 = mask_layout(opts.mask, dm);
+    const bool* mask2 = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
+    dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
+      using T = decltype(tag);
+      k::parallel_for(0, dm.n, 1, [&](int64_t n0, int64_t n1) {
+        k::AttnScratch<T> w;
+        std::vector<T> drow;
+        for (int64_t n = n0; n < n1; ++n) {
+          k::AttnMask m{opts.causal, mask2 ? mask2 + ml2.base[n] : nullptr, ml2.row, ml2.col};
+          const int64_t qo = n * dm.T * dm.d, ko = n * dm.S * dm.d, vo = n * dm.S * dm.dv, oo = n * dm.T * dm.dv;
+          k::attention_backward<T>(q.data<T>() + qo, kk.data<T>() + ko, v.data<T>() + vo, o.data<T>() + oo,
+                                   lse.data<T>() + n * dm.T, g.data<T>() + oo, gq.data<T>() + qo, gk.data<T>() + ko,
+                                   gv.data<T>() + vo, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w, drow);
+        }
+      });
+    });
+    return Grads{node.needs(0) ? gq : Tensor(), node.needs(1) ? gk : Tensor(), node.needs(2) ? gv : Tensor()};
+  }, /*save_output=*/true);
+}
+
+AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
+  Dims dm = check_attention("attention_unfused", q, kk, v, opts);
+  Tensor scores = mul(matmul(q, kk, false, true), scale_of(opts, dm.d));  // q kᵀ / √d
+  const double ninf = -std::numeric_limits<double>::infinity();
+  if (opts.causal) scores = masked_fill(scores, causal_mask(dm.T, dm.S), ninf);
+  if (opts.mask.defined()) scores = masked_fill(scores, opts.mask, ninf);
+  Tensor weights = softmax(scores, -1);
+  return {matmul(weights, v), weights};
+}
+
+}  // namespace tg

@@ -1,0 +1,160 @@
+// Fused flash attention against the unfused reference built from generic ops.
+#include "test_util.h"
+
+namespace {
+using namespace tgt;
+
+struct Case {
+  Shape lead;
+  int64_t T, S, d, dv;
+  bool causal;
+  int mask_kind;  // 0 none, 1 key padding [B, 1, 1, S], 2 full [T, S]
+};
+
+tg::AttentionOptions options(const Case& c) {
+  tg::AttentionOptions o;
+  o.causal = c.causal;
+  if (c.mask_kind == 1) {
+    // Key padding per batch element: the last (b + 1) keys of batch b are hidden.
+    Shape ms{c.lead[0], 1, 1, c.S};
+    std::vector<int64_t> m;
+    for (int64_t b = 0; b < c.lead[0]; ++b)
+      for (int64_t s = 0; s < c.S; ++s) m.push_back(s >= c.S - (b + 1) ? 1 : 0);
+    o.mask = tg::from_vector(m, ms).to(tg::kBool);
+  } else if (c.mask_kind == 2) {
+    Tensor r = tg::rand({c.T, c.S}, tg::kFloat64);
+    // Hide about 30% of pairs, but never key 0, so that every query sees at least one key.
+    Tensor hide = tg::lt(r, 0.3);
+    Tensor first = tg::from_vector(std::vector<int64_t>(static_cast<size_t>(c.S), 1), {c.S});
+    first.data<int64_t>()[0] = 0;
+    o.mask = tg::logical_and(hide, first.to(tg::kBool));
+  }
+  return o;
+}
+
+Shape with(const Shape& lead, int64_t a, int64_t b) {
+  Shape s = lead;
+  s.push_back(a);
+  s.push_back(b);
+  return s;
+}
+
+class Attention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Attention, FusedMatchesUnfusedOutputsAndGradients) {
+  const Case c = GetParam();
+  tg::manual_seed(3);
+  Tensor q = leaf(with(c.lead, c.T, c.d)), k = leaf(with(c.lead, c.S, c.d)), v = leaf(with(c.lead, c.S, c.dv));
+  tg::AttentionOptions o = options(c);
+  Tensor g = tg::randn(with(c.lead, c.T, c.dv), tg::kFloat64);
+  Tensor ref = tg::attention_unfused(q, k, v, o).output;
+  Tensor fused = tg::flash_attention(q, k, v, o);
+  EXPECT_TRUE(close(fused, ref, 1e-10, 1e-12));
+  std::vector<Tensor> gr = tg::grad({ref}, {q, k, v}, {g});
+  std::vector<Tensor> gf = tg::grad({fused}, {q, k, v}, {g});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(gf[i], gr[i], 1e-9, 1e-11)) << "gradient " << i;
+}
+
+TEST_P(Attention, Float32AgreesToo) {
+  const Case c = GetParam();
+  tg::manual_seed(4);
+  Tensor q = tg::randn(with(c.lead, c.T, c.d)).requires_grad_(), k = tg::randn(with(c.lead, c.S, c.d)).requires_grad_();
+  Tensor v = tg::randn(with(c.lead, c.S, c.dv)).requires_grad_();
+  tg::AttentionOptions o = options(c);
+  Tensor ref = tg::attention_unfused(q, k, v, o).output, fused = tg::flash_attention(q, k, v, o);
+  EXPECT_TRUE(close(fused, ref, 1e-4, 1e-5));
+  Tensor g = tg::randn(ref.shape());
+  std::vector<Tensor> gr = tg::grad({ref}, {q, k, v}, {g}), gf = tg::grad({fused}, {q, k, v}, {g});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(gf[i], gr[i], 1e-3, 1e-4)) << "gradient " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Attention,
+    ::testing::Values(Case{{2, 3}, 5, 5, 4, 4, false, 0}, Case{{2, 3}, 5, 5, 4, 4, true, 0},
+                      Case{{1, 2}, 64, 64, 16, 16, true, 0}, Case{{2, 1}, 65, 65, 8, 8, true, 1},
+                      Case{{2, 2}, 130, 130, 8, 12, false, 1}, Case{{3}, 7, 100, 8, 5, false, 2},
+                      Case{{3}, 100, 7, 8, 8, true, 0}, Case{{1, 1}, 1, 1, 3, 3, false, 0},
+                      Case{{2, 2}, 129, 67, 16, 16, true, 2}),
+    [](const auto& info) { return "case" + std::to_string(info.index); });
+
+TEST(AttentionOps, Gradcheck) {
+  tg::manual_seed(5);
+  Tensor q = leaf({2, 6, 4}), k = leaf({2, 9, 4}), v = leaf({2, 9, 3});
+  for (bool causal : {false, true}) {
+    tg::AttentionOptions o{.causal = causal};
+    EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return tg::flash_attention(in[0], in[1], in[2], o); },
+                             {q, k, v}));
+  }
+  // The unfused form is differentiable twice.
+  EXPECT_TRUE(gradgradcheck_ok(
+      [&](const std::vector<Tensor>& in) { return tg::attention_unfused(in[0], in[1], in[2], {.causal = true}).output; },
+      {leaf({1, 4, 3}), leaf({1, 4, 3}), leaf({1, 4, 2})}));
+}
+
+TEST(AttentionOps, WeightsAreRowStochasticAndRespectMasks) {
+  Tensor q = tg::randn({1, 2, 6, 4}), k = tg::randn({1, 2, 6, 4}), v = tg::randn({1, 2, 6, 4});
+  tg::AttentionResult r = tg::attention_unfused(q, k, v, {.causal = true});
+  EXPECT_TRUE(close(tg::sum(r.weights, {-1}), std::vector<double>(12, 1.0), 1e-5, 1e-6));
+  std::vector<float> w = r.weights.to_vector<float>();
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 6; ++i)
+      for (int j = i + 1; j < 6; ++j) EXPECT_EQ(w[(h * 6 + i) * 6 + j], 0.0f);
+}
+
+TEST(AttentionOps, RowWithNoVisibleKeyGivesZero) {
+  Tensor q = leaf({1, 2, 3}), k = leaf({1, 2, 3}), v = leaf({1, 2, 3});
+  Tensor mask = tg::from_vector<int64_t>({1, 1, 0, 1}, {2, 2}).to(tg::kBool);  // query 0 sees nothing
+  Tensor out = tg::flash_attention(q, k, v, {.mask = mask});
+  std::vector<double> o = out.to_vector<double>();
+  EXPECT_EQ(o[0], 0.0);
+  EXPECT_EQ(o[2], 0.0);
+  tg::sum(out).backward();
+  for (double g : q.grad().to_vector<double>()) EXPECT_TRUE(std::isfinite(g));
+}
+
+TEST(AttentionOps, SameResultsAnyThreadCount) {
+  tg::manual_seed(8);
+  Tensor q = tg::randn({4, 2, 100, 16}).requires_grad_(), k = tg::randn({4, 2, 100, 16}).requires_grad_();
+  Tensor v = tg::randn({4, 2, 100, 16}).requires_grad_();
+  auto run = [&](int threads) {
+    tg::set_num_threads(threads);
+    q.zero_grad();
+    Tensor o = tg::flash_attention(q, k, v, {.causal = true});
+    tg::sum(o * o).backward();
+    return std::make_pair(o.to_vector<float>(), q.grad().to_vector<float>());
+  };
+  auto a = run(1), b = run(2);
+  tg::set_num_threads(2);
+  EXPECT_EQ(a.first, b.first);
+  EXPECT_EQ(a.second, b.second);
+}
+
+TEST(AttentionOps, MemoryDoesNotHoldTheScoreMatrix) {
+  // T = 2048, 2 heads of 16: the weights would take 2 * 2048 * 2048 * 4 = 32 MB; q, k, v, the
+  // output and the saved log-sum-exp take under 1.1 MB.
+  tg::set_storage_cache_limit(0);
+  Tensor q = tg::randn({2, 2048, 16}).requires_grad_(), k = tg::randn({2, 2048, 16}).requires_grad_();
+  Tensor v = tg::randn({2, 2048, 16}).requires_grad_();
+  size_t before = tg::storage_live_bytes();
+  Tensor o = tg::flash_attention(q, k, v, {.causal = true});
+  EXPECT_LT(tg::storage_live_bytes() - before, size_t{1} << 20);
+  tg::sum(o).backward();
+  tg::set_storage_cache_limit(size_t{1} << 30);
+}
+
+TEST(AttentionOps, Errors) {
+  Tensor q = tg::ones({2, 4, 8}), k = tg::ones({2, 5, 8}), v = tg::ones({2, 5, 3});
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, tg::ones({2, 5, 7}), v); }, {"flash_attention", "head size 8", "7"}));
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, k, tg::ones({2, 6, 3})); }, {"flash_attention", "5 keys", "6 values"}));
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, tg::ones({3, 5, 8}), tg::ones({3, 5, 3})); }, {"leading dims"}));
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(tg::ones({4}), k, v); }, {"rank"}));
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, k, v, {.mask = tg::ones({4, 5})}); }, {"mask must be bool"}));
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, k, v, {.mask = tg::ones({4, 4}).to(tg::kBool)}); },
+                          {"mask of shape [4, 4]", "[2, 4, 5]"}));
+  Tensor qq = leaf({1, 2, 2}), kq = leaf({1, 2, 2}), vq = leaf({1, 2, 2});
+  Tensor out = tg::flash_attention(qq, kq, vq);
+  EXPECT_TRUE(throws_with([&] { tg::grad({tg::sum(out)}, {qq}, {}, {.create_graph = true}); },
+                          {"flash_attention", "attention_unfused"}));
+}
+
+}  // namespace
