@@ -26,6 +26,7 @@ Cache& cache() {
   return *c;
 }
 std::atomic<size_t> g_live{0};
+std::atomic<size_t> g_peak{0};
 
 size_t round_size(size_t n) {
   if (n < kCacheMin) return (n + kAlign - 1) / kAlign * kAlign;
@@ -53,7 +54,10 @@ Storage::Storage(size_t nbytes) : nbytes_(round_size(nbytes == 0 ? 1 : nbytes)) 
     data_ = std::aligned_alloc(kAlign, nbytes_);
     if (!data_) throw std::bad_alloc();
   }
-  g_live.fetch_add(nbytes_, std::memory_order_relaxed);
+  const size_t live = g_live.fetch_add(nbytes_, std::memory_order_relaxed) + nbytes_;
+  size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
 }
 
 Storage::~Storage() {
@@ -96,5 +100,7 @@ void empty_storage_cache() {
   c.bytes = 0;
 }
 size_t storage_live_bytes() { return g_live.load(std::memory_order_relaxed); }
+size_t storage_peak_bytes() { return g_peak.load(std::memory_order_relaxed); }
+void reset_storage_peak() { g_peak.store(g_live.load(std::memory_order_relaxed)); }
 
 }  // namespace tg

@@ -28,7 +28,10 @@ size_t storage_cache_bytes();
 size_t storage_cache_limit();
 void set_storage_cache_limit(size_t bytes);
 void empty_storage_cache();
-// Bytes held by live storages (for tests of memory release).
+// Bytes held by live storages (for tests of memory release), and the most held at once since
+// the last reset_storage_peak() (for benchmarks of peak memory).
 size_t storage_live_bytes();
+size_t storage_peak_bytes();
+void reset_storage_peak();
 
 }  // namespace tg
