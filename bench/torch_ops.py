@@ -64,6 +64,16 @@ def cases():
            "x.grad = None; w.grad = None; b.grad = None",
            dict(x=x, w=w, b=b, c=c, g=torch.randn(r, c)))
 
+    x = torch.randn(1 << 20).requires_grad_()
+    yield ("BM_gelu_fwd_bwd/1048576", "y = F.gelu(x); y.backward(g); x.grad = None",
+           dict(x=x, F=F, g=torch.randn(1 << 20)))
+    r, c = 4096, 8000
+    x = torch.randn(r, c).requires_grad_()
+    t = torch.randint(0, c, (r,))
+    yield (f"BM_cross_entropy_fwd_bwd/{r}/{c}",
+           "l = F.cross_entropy(x, t, label_smoothing=0.1); l.backward(); x.grad = None",
+           dict(x=x, t=t, F=F))
+
     yield "BM_overhead_add_nograd", "a + b", dict(a=torch.randn(1), b=torch.randn(1))
     a, b = torch.randn(1).requires_grad_(), torch.randn(1).requires_grad_()
     yield "BM_overhead_add_grad", "a + b", dict(a=a, b=b)

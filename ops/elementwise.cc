@@ -223,16 +223,22 @@ Tensor sin(const Tensor& x) {
 Tensor cos(const Tensor& x) {
   return record("cos", TG_UNARY(cos, Cos), {x}, [x](const Tensor& g, const Node&) { return Grads{neg(mul(g, sin(x)))}; });
 }
+// The backward is a fused kernel; when the backward is itself recorded (create_graph), the same
+// derivative from public ops, so that it can be differentiated again.
 Tensor gelu(const Tensor& x, GeluApprox approx) {
-  if (approx == GeluApprox::Tanh) {
-    return record("gelu", TG_UNARY(gelu, GeluTanh), {x}, [x](const Tensor& g, const Node&) {
+  const bool tanh_form = approx == GeluApprox::Tanh;
+  Tensor out = tanh_form ? TG_UNARY(gelu, GeluTanh) : TG_UNARY(gelu, GeluErf);
+  return record("gelu", out, {x}, [x, tanh_form](const Tensor& g0, const Node&) {
+    Tensor g = to(g0, x.dtype());
+    if (!grad_enabled()) {
+      return Grads{tanh_form ? binary_forward("gelu", g, x, k::GeluTanhGrad{}) : binary_forward("gelu", g, x, k::GeluErfGrad{})};
+    }
+    if (tanh_form) {
       const double kk = 0.7978845608028654, c = 0.044715;
       Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), c)), kk));
       Tensor dt = mul(sub(1.0, square(t)), mul(add(mul(square(x), 3.0 * c), 1.0), kk));
       return Grads{mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(x, dt), 0.5)))};
-    });
-  }
-  return record("gelu", TG_UNARY(gelu, GeluErf), {x}, [x](const Tensor& g, const Node&) {
+    }
     Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1.0), 0.5);
     Tensor pdf = mul(exp(mul(square(x), -0.5)), 0.3989422804014327);  // 1/sqrt(2 pi)
     return Grads{mul(g, add(cdf, mul(x, pdf)))};

@@ -126,22 +126,49 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
   return masked_reduce(neg(mul(picked, valid)), count, reduction);
 }
 
+namespace {
+// Per-row cross-entropy of logits [rows, C] with int64 targets [rows]: the fused op. Its backward
+// is a fused kernel, or (when recorded, for higher-order gradients) the same formula from public
+// ops: g (softmax(x) - (1 - eps) onehot(t) - eps / C), zero on ignored rows.
+Tensor cross_entropy_rows(const Tensor& x, const Tensor& safe, const Tensor& target, const Tensor& valid,
+                          double eps, int64_t ignore_index) {
+  const int64_t rows = x.size(0), C = x.size(1);
+  Tensor loss = Tensor::empty(Shape{rows}, x.dtype()), lse = Tensor::empty(Shape{rows}, x.dtype());
+  dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    k::cross_entropy_forward<T>(x.data<T>(), target.data<int64_t>(), loss.data<T>(), lse.data<T>(), rows, C,
+                                static_cast<T>(eps), ignore_index);
+  });
+  return record("cross_entropy", loss, {x}, [x, safe, target, valid, lse, eps, ignore_index](const Tensor& g0, const Node&) {
+    const int64_t C = x.size(1);
+    Tensor g = to(g0, x.dtype());
+    if (grad_enabled()) {
+      Tensor onehot = to(eq(arange(C), unsqueeze(safe, -1)), x.dtype());
+      Tensor d = sub(sub(softmax(x, -1), mul(onehot, 1.0 - eps)), eps / static_cast<double>(C));
+      return Grads{mul(d, unsqueeze(mul(g, valid), -1))};
+    }
+    Tensor dx = Tensor::empty(x.shape(), x.dtype());
+    dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      k::cross_entropy_backward<T>(x.data<T>(), lse.data<T>(), target.data<int64_t>(), g.data<T>(), dx.data<T>(),
+                                   x.size(0), C, static_cast<T>(eps), ignore_index);
+    });
+    return Grads{dx};
+  });
+}
+}  // namespace
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
   TG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy",
            "label_smoothing must be in [0, 1], got {}", o.label_smoothing);
   detail::check_float(logits, "cross_entropy");
   TG_CHECK(logits.dim() >= 1 && logits.shape().back() > 0, "cross_entropy",
            "expected logits of shape [..., classes] with at least one class, got {}", logits.shape());
-  Tensor lp = log_softmax(logits, -1);
-  auto [safe, valid, count] = prepare_targets("cross_entropy", lp, target, o.ignore_index);
-  Tensor nll = neg(mul(squeeze(gather(lp, -1, unsqueeze(safe, -1)), -1), valid));
-  Tensor losses = nll;
-  if (o.label_smoothing > 0) {
-    // (1 - e) * nll + e * mean over classes of -log p (as torch's label_smoothing).
-    Tensor smooth = mul(neg(mean(lp, {-1})), valid);
-    losses = add(mul(nll, 1.0 - o.label_smoothing), mul(smooth, o.label_smoothing));
-  }
-  return masked_reduce(losses, count, o.reduction);
+  auto [safe, valid, count] = prepare_targets("cross_entropy", logits, target, o.ignore_index);
+  const int64_t C = logits.shape().back();
+  Tensor rows = cross_entropy_rows(reshape(logits, {-1, C}), reshape(safe, {-1}), reshape(target, {-1}),
+                                   reshape(valid, {-1}), o.label_smoothing, o.ignore_index);
+  return masked_reduce(reshape(rows, target.shape()), count, o.reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target0, Reduction reduction) {

@@ -55,6 +55,22 @@ struct GeluTanh {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     return V(0.5) * x * (V(1) + xsimd::tanh(k * (x + V(0.044715) * x * x * x)));
   }
 };
+// Derivatives of GELU, for the fused backward: g * gelu'(x).
+struct GeluErfGrad {
+  template <class V> V operator()(V g, V x) const {
+    const V cdf = V(0.5) * (V(1) + xsimd::erf(x * V(M_SQRT1_2)));
+    const V pdf = xsimd::exp(V(-0.5) * x * x) * V(0.3989422804014327);
+    return g * (cdf + x * pdf);
+  }
+};
+struct GeluTanhGrad {
+  template <class V> V operator()(V g, V x) const {
+    const V k(0.7978845608028654), c(0.044715);
+    const V t = xsimd::tanh(k * (x + c * x * x * x));
+    const V dt = (V(1) - t * t) * k * (V(1) + V(3) * c * x * x);
+    return g * (V(0.5) * (V(1) + t) + V(0.5) * x * dt);
+  }
+};
 // a * x + b: the tensor-scalar add, sub, mul, div and neg.
 template <class T>
 struct Affine {

@@ -108,4 +108,62 @@ void softmax_backward_rows(const T* y, const T* g, T* dx, int64_t outer, int64_t
   });
 }
 
+// Cross-entropy per row of logits [rows, C], fused (llm.c style): one pass for the row's
+// log-sum-exp, no log-probabilities written. loss = -(1 - eps) (x_t - lse) - eps/C sum_c (x_c - lse)
+// (label smoothing eps); rows whose target is ignore_index get 0. lse is saved for backward.
+template <class T>
+void cross_entropy_forward(const T* x, const int64_t* target, T* loss, T* lse, int64_t rows, int64_t C, T eps,
+                           int64_t ignore_index) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(B::size);
+  const T ninf = -std::numeric_limits<T>::infinity();
+  parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * C;
+      const T m = fold_run(xr, C, Max{}, ninf);
+      B acc(T(0));
+      T s = 0;
+      int64_t i = 0;
+      for (; i + L <= C; i += L) acc += xsimd::exp(B::load_unaligned(xr + i) - B(m));
+      for (; i < C; ++i) s += std::exp(xr[i] - m);
+      const T l = m + std::log(s + xsimd::hadd(acc));
+      lse[r] = l;
+      if (target[r] == ignore_index) {
+        loss[r] = 0;
+        continue;
+      }
+      T nll = -(xr[target[r]] - l);
+      if (eps != T(0)) {
+        const T sum_x = fold_run(xr, C, Add{}, T(0));
+        nll = (T(1) - eps) * nll - eps / static_cast<T>(C) * (sum_x - static_cast<T>(C) * l);
+      }
+      loss[r] = nll;
+    }
+  });
+}
+
+// dx[r, c] = grow[r] (softmax(x)[r, c] - (1 - eps) [c == t] - eps / C); zero for ignored rows.
+template <class T>
+void cross_entropy_backward(const T* x, const T* lse, const int64_t* target, const T* grow, T* dx, int64_t rows,
+                            int64_t C, T eps, int64_t ignore_index) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(B::size);
+  parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* dr = dx + r * C;
+      if (target[r] == ignore_index) {
+        std::fill(dr, dr + C, T(0));
+        continue;
+      }
+      const T* xr = x + r * C;
+      const T g = grow[r], off = eps / static_cast<T>(C);
+      const B vl(lse[r]), vg(g), voff(off);
+      int64_t i = 0;
+      for (; i + L <= C; i += L) (vg * (xsimd::exp(B::load_unaligned(xr + i) - vl) - voff)).store_unaligned(dr + i);
+      for (; i < C; ++i) dr[i] = g * (std::exp(xr[i] - lse[r]) - off);
+      dr[target[r]] -= g * (T(1) - eps);
+    }
+  });
+}
+
 }  // namespace tg::kernels
