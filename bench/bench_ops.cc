@@ -214,6 +214,22 @@ void BM_gelu_fwd_bwd(benchmark::State& state) {
 }
 BENCHMARK(BM_gelu_fwd_bwd)->Arg(1 << 20)->UseRealTime();
 
+// The first half of a feed-forward block after its matmul: gelu(x + b), forward and backward.
+void BM_bias_gelu_fwd_bwd(benchmark::State& state) {
+  const int64_t r = state.range(0), c = state.range(1);
+  Tensor x = rnd({r, c}).requires_grad_(), b = rnd({c}).requires_grad_();
+  Tensor g = rnd({r, c});
+  for (auto _ : state) {
+    Tensor y = tg::bias_act(x, b, tg::Activation::Gelu);
+    y.backward(g);
+    benchmark::DoNotOptimize(x.grad().raw_data());
+    x.zero_grad();
+    b.zero_grad();
+  }
+  set_counters(state, r * c, 0);
+}
+BENCHMARK(BM_bias_gelu_fwd_bwd)->Args({2048, 2048})->UseRealTime();
+
 // Cross-entropy over a vocabulary of 8000 for 4096 tokens, label smoothing 0.1, mean.
 void BM_cross_entropy_fwd_bwd(benchmark::State& state) {
   const int64_t r = state.range(0), c = state.range(1);

@@ -67,6 +67,9 @@ def cases():
     x = torch.randn(1 << 20).requires_grad_()
     yield ("BM_gelu_fwd_bwd/1048576", "y = F.gelu(x); y.backward(g); x.grad = None",
            dict(x=x, F=F, g=torch.randn(1 << 20)))
+    x, b = torch.randn(2048, 2048).requires_grad_(), torch.randn(2048).requires_grad_()
+    yield ("BM_bias_gelu_fwd_bwd/2048/2048", "y = F.gelu(x + b); y.backward(g); x.grad = None; b.grad = None",
+           dict(x=x, b=b, F=F, g=torch.randn(2048, 2048)))
     r, c = 4096, 8000
     x = torch.randn(r, c).requires_grad_()
     t = torch.randint(0, c, (r,))

@@ -233,16 +233,20 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
     if (!grad_enabled()) {
       return Grads{tanh_form ? binary_forward("gelu", g, x, k::GeluTanhGrad{}) : binary_forward("gelu", g, x, k::GeluErfGrad{})};
     }
-    if (tanh_form) {
-      const double kk = 0.7978845608028654, c = 0.044715;
-      Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), c)), kk));
-      Tensor dt = mul(sub(1.0, square(t)), mul(add(mul(square(x), 3.0 * c), 1.0), kk));
-      return Grads{mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(x, dt), 0.5)))};
-    }
-    Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1.0), 0.5);
-    Tensor pdf = mul(exp(mul(square(x), -0.5)), 0.3989422804014327);  // 1/sqrt(2 pi)
-    return Grads{mul(g, add(cdf, mul(x, pdf)))};
+    return Grads{grad_of_gelu(g, x, tanh_form ? GeluApprox::Tanh : GeluApprox::None)};
   });
+}
+
+Tensor grad_of_gelu(const Tensor& g, const Tensor& x, GeluApprox approx) {
+  if (approx == GeluApprox::Tanh) {
+    const double kk = 0.7978845608028654, c = 0.044715;
+    Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), c)), kk));
+    Tensor dt = mul(sub(1.0, square(t)), mul(add(mul(square(x), 3.0 * c), 1.0), kk));
+    return mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(x, dt), 0.5)));
+  }
+  Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1.0), 0.5);
+  Tensor pdf = mul(exp(mul(square(x), -0.5)), 0.3989422804014327);  // 1/sqrt(2 pi)
+  return mul(g, add(cdf, mul(x, pdf)));
 }
 #undef TG_UNARY
 

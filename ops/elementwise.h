@@ -44,6 +44,8 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
+// g * gelu'(x), from public ops (differentiable): the recorded form of GELU's backward.
+Tensor grad_of_gelu(const Tensor& g, const Tensor& x, GeluApprox approx);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 

@@ -251,6 +251,58 @@ Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tenso
   });
 }
 
+// ---- Bias + activation ---------------------------------------------------------------------
+
+Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
+  detail::check_float(x, "bias_act");
+  detail::check_float(bias, "bias_act");
+  TG_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.dtype() == x.dtype(), "bias_act",
+           "bias of shape {} ({}) does not match the last dimension of the input's shape {} ({})", bias.shape(),
+           bias.dtype(), x.shape(), x.dtype());
+  const int64_t D = x.size(-1), rows = D ? x.numel() / D : 0;
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "bias_act", [&](auto tag) {
+    using T = decltype(tag);
+    auto run = [&](auto f) { k::bias_act_forward<T>(x.data<T>(), bias.data<T>(), y.data<T>(), rows, D, f); };
+    switch (act) {
+      case Activation::Identity: run(k::Identity{}); break;
+      case Activation::Relu: run(k::Relu{}); break;
+      case Activation::Gelu: run(k::GeluErf{}); break;
+      case Activation::GeluTanh: run(k::GeluTanh{}); break;
+    }
+  });
+  return record("bias_act", y, {x, bias}, [x, bias, act, rows, D](const Tensor& g0, const Node& n) {
+    Tensor g = to(g0, x.dtype());
+    if (grad_enabled()) {  // recorded backward: the same derivative from public ops
+      Tensor pre = add(x, bias);
+      Tensor d;
+      switch (act) {
+        case Activation::Identity: d = g; break;
+        case Activation::Relu: d = where(gt(pre, 0.0), g, 0.0); break;
+        case Activation::Gelu: d = tg::grad_of_gelu(g, pre, GeluApprox::None); break;
+        case Activation::GeluTanh: d = tg::grad_of_gelu(g, pre, GeluApprox::Tanh); break;
+      }
+      return Grads{n.needs(0) ? d : Tensor(), n.needs(1) ? sum_to(d, bias.shape()) : Tensor()};
+    }
+    Tensor dx = Tensor::empty(x.shape(), x.dtype());
+    Tensor db = n.needs(1) ? Tensor::empty(bias.shape(), x.dtype()) : Tensor();
+    dispatch_float(x.dtype(), "bias_act", [&](auto tag) {
+      using T = decltype(tag);
+      auto run = [&](auto f) {
+        k::bias_act_backward<T>(g.data<T>(), x.data<T>(), bias.data<T>(), dx.data<T>(), db.defined() ? db.data<T>() : nullptr,
+                                rows, D, f);
+      };
+      switch (act) {
+        case Activation::Identity: run(k::IdentityGrad{}); break;
+        case Activation::Relu: run(k::ReluGrad{}); break;
+        case Activation::Gelu: run(k::GeluErfGrad{}); break;
+        case Activation::GeluTanh: run(k::GeluTanhGrad{}); break;
+      }
+    });
+    return Grads{n.needs(0) ? dx : Tensor(), db};
+  });
+}
+
 // ---- Dropout and masks ---------------------------------------------------------------------
 
 Tensor dropout(const Tensor& x, double p, bool training) {

@@ -31,6 +31,12 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// act(x + bias) in one pass, bias [D] broadcast over the rows of x [..., D] (the first half of a
+// feed-forward block after its matmul). Backward fused too: dx = g act'(x + b), dbias = its column
+// sums (in fixed row blocks, so the sum does not depend on the thread count).
+enum class Activation { Identity, Relu, Gelu, GeluTanh };
+Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act);
+
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training; identity
 // otherwise. The mask comes from the global generator (tg::manual_seed).
 Tensor dropout(const Tensor& x, double p, bool training = true);

@@ -263,6 +263,8 @@ TEST(Autograd, NoOpKeepsItsGraphAlive) {
       {"cross_entropy", [](auto& x) { return tg::cross_entropy(x, tg::zeros({4}, tg::kInt64), {.label_smoothing = 0.1}); }},
       {"bce", [](auto& x) { return tg::binary_cross_entropy_with_logits(x, tg::ones({4, 5})); }},
       {"dropout", [](auto& x) { return tg::dropout(x, 0.5); }}, {"gelu", [](auto& x) { return tg::gelu(x); }},
+      {"bias_act", [](auto& x) { return tg::bias_act(x, tg::ones({5}), tg::Activation::Gelu); }},
+      {"flash_attention", [](auto& x) { return tg::flash_attention(x, x, x, {.causal = true}); }},
   };
   tg::set_storage_cache_limit(0);
   for (bool do_backward : {false, true}) {

@@ -22,6 +22,7 @@ TEST(Errors, ShapeMismatches) {
   EXPECT_TRUE(throws_with([&] { tg::masked_fill(a, tg::ones({2, 1, 3}).to(tg::kBool), 0); }, {"masked_fill", "[2, 1, 3]"}));
   EXPECT_TRUE(throws_with([&] { tg::layer_norm(a, 1, tg::ones({2})); }, {"layer_norm", "weight", "[2]", "[3]"}));
   EXPECT_TRUE(throws_with([&] { tg::layer_norm(a, 3); }, {"layer_norm", "normalized_ndim 3"}));
+  EXPECT_TRUE(throws_with([&] { tg::bias_act(a, tg::ones({2}), tg::Activation::Relu); }, {"bias_act", "[2]", "[2, 3]"}));
 }
 
 TEST(Errors, AxesAndRanks) {

@@ -337,6 +337,25 @@ TEST_P(Forward, LayerNormAgainstFormula) {
   EXPECT_TRUE(close(y, want, t, t));
 }
 
+TEST_P(Forward, BiasActivationMatchesComposition) {
+  Tensor x = tg::uniform({70, 33}, -3, 3, GetParam()), b = tg::uniform({33}, -1, 1, GetParam());
+  const double t = tol() * 10;
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::Identity), x + b, t, t));
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::Relu), tg::relu(x + b), t, t));
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::Gelu), tg::gelu(x + b), t, t));
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::GeluTanh), tg::gelu(x + b, tg::GeluApprox::Tanh), t, t));
+  // Gradients equal the composed ops' gradients, whatever the thread count.
+  Tensor xl = x.detach().requires_grad_(), bl = b.detach().requires_grad_();
+  Tensor g = tg::uniform({70, 33}, -1, 1, GetParam());
+  std::vector<Tensor> ref = tg::grad({tg::gelu(xl + bl)}, {xl, bl}, {g});
+  for (int threads : {1, 2}) {
+    tg::set_num_threads(threads);
+    std::vector<Tensor> got = tg::grad({tg::bias_act(xl, bl, tg::Activation::Gelu)}, {xl, bl}, {g});
+    EXPECT_TRUE(close(got[0], ref[0], t * 10, t));
+    EXPECT_TRUE(close(got[1], ref[1], t * 100, t * 10));
+  }
+}
+
 TEST_P(Forward, DropoutIsSeededScaledAndIdentityInEval) {
   Tensor x = tg::ones({10000}, GetParam());
   tg::manual_seed(9);

@@ -173,6 +173,19 @@ TEST_F(Gradcheck, NN) {
   GC((tg::manual_seed(3), tg::dropout(in[0], 0.3)), d);
 }
 
+TEST_F(Gradcheck, BiasActivation) {
+  using tg::Activation;
+  for (Activation act : {Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh}) {
+    Tensor x = leaf({3, 2, 5}, -2, 2), b = leaf({5});
+    EXPECT_TRUE(gradcheck_ok([&](const V& in) { return tg::bias_act(in[0], in[1], act); }, {x, b}))
+        << static_cast<int>(act);
+    if (act != Activation::Relu) {  // ReLU's second derivative is zero almost everywhere
+      EXPECT_TRUE(gradgradcheck_ok([&](const V& in) { return tg::bias_act(in[0], in[1], act); }, {x, b}))
+          << static_cast<int>(act);
+    }
+  }
+}
+
 TEST_F(Gradcheck, GradOfGrad) {
   Tensor a = leaf({2, 3}, 0.5, 1.5), b = leaf({3}, 0.5, 1.5);
   GGC(tg::mul(in[0], in[1]), a, b);

@@ -71,6 +71,14 @@ struct GeluTanhGrad {
     return g * (V(0.5) * (V(1) + t) + V(0.5) * x * dt);
   }
 };
+struct ReluGrad {
+  template <class V> V operator()(V g, V x) const {
+    if constexpr (is_scalar_v<V>) return x > V(0) ? g : V(0);
+    else return xsimd::select(x > V(0), g, V(0));
+  }
+};
+struct IdentityGrad { template <class V> V operator()(V g, V) const { return g; } };
+struct Identity { template <class V> V operator()(V x) const { return x; } };
 // a * x + b: the tensor-scalar add, sub, mul, div and neg.
 template <class T>
 struct Affine {

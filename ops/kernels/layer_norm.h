@@ -134,4 +134,36 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   });
 }
 
+// y = act(x + b) over rows of length D.
+template <class T, class Act>
+void bias_act_forward(const T* x, const T* b, T* y, int64_t rows, int64_t D, Act act) {
+  parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      binary_run(x + r * D, 1, b, 1, y + r * D, D, [act](auto u, auto v) { return act(u + v); });
+  });
+}
+
+// dx = g act'(x + b); db = column sums of dx, added in blocks of a fixed number of rows.
+template <class T, class ActGrad>
+void bias_act_backward(const T* g, const T* x, const T* b, T* dx, T* db, int64_t rows, int64_t D, ActGrad grad) {
+  constexpr int64_t kRowBlock = 32;
+  const int64_t nblocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<T> partial(db ? static_cast<size_t>(nblocks * D) : 0);
+  parallel_for(0, nblocks, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(kRowBlock * D, 1)), [&](int64_t b0, int64_t b1) {
+    std::vector<T> pre(static_cast<size_t>(D));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      T* pb = db ? partial.data() + blk * D : nullptr;
+      if (pb) std::fill(pb, pb + D, T(0));
+      for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
+        binary_run(x + r * D, 1, b, 1, pre.data(), D, Add{});
+        binary_run(g + r * D, 1, pre.data(), 1, dx + r * D, D, grad);
+        if (pb) binary_run(pb, 1, dx + r * D, 1, pb, D, Add{});
+      }
+    }
+  });
+  if (!db) return;
+  std::fill(db, db + D, T(0));
+  for (int64_t blk = 0; blk < nblocks; ++blk) binary_run(db, 1, partial.data() + blk * D, 1, db, D, Add{});
+}
+
 }  // namespace tg::kernels
