@@ -1,5 +1,7 @@
 #include "graph/node.h"
 
+#include "graph/pool.h"
+
 #include <atomic>
 #include <cmath>
 #include <vector>
@@ -51,7 +53,7 @@ Node::~Node() {
 Tensor Node::output() const {
   TG_CHECK(saved_out_, name_, "backward asked for the op's output, which was not saved "
            "(or was freed by an earlier backward; pass retain_graph=true to backward twice)");
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_tensor_impl();
   impl->storage = saved_out_;
   impl->offset = saved_out_offset_;
   impl->shape = out_shape_;
@@ -99,7 +101,7 @@ void check_finite(const Tensor& t, const char* op, const char* what) {
 
 Tensor record_node(const char* op, Tensor out, absl::Span<const Tensor> inputs, BackwardFn fn,
                    bool save_output) {
-  auto node = std::make_shared<Node>(op, std::move(fn));
+  auto node = std::allocate_shared<Node>(detail::PoolAllocator<Node>{}, op, std::move(fn));
   node->edges_.reserve(inputs.size());
   for (const Tensor& in : inputs) {
     Edge e;

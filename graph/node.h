@@ -8,6 +8,8 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <new>
+#include <type_traits>
 
 #include <absl/container/inlined_vector.h>
 #include <absl/types/span.h>
@@ -18,8 +20,82 @@ namespace tg {
 
 using Grads = absl::InlinedVector<Tensor, 3>;
 class Node;
-// grad: gradient of the op's output; node: gives needs(i) and the saved output().
-using BackwardFn = std::function<Grads(const Tensor& grad, const Node& node)>;
+
+// A backward function: Grads(const Tensor& grad, const Node& node), where grad is the gradient of
+// the op's output and node gives needs(i) and the saved output(). Like a move-only std::function,
+// but a closure of up to kInlineBytes lives inside it (and so inside the node): recording an op
+// allocates nothing for its closure.
+class BackwardFn {
+ public:
+  static constexpr size_t kInlineBytes = 128;
+  BackwardFn() = default;
+  BackwardFn(std::nullptr_t) {}
+  template <class F, class D = std::decay_t<F>,
+            class = std::enable_if_t<!std::is_same_v<D, BackwardFn> && !std::is_same_v<D, std::nullptr_t>>>
+  BackwardFn(F&& f) {
+    if constexpr (sizeof(D) <= kInlineBytes && alignof(D) <= alignof(std::max_align_t) &&
+                  std::is_nothrow_move_constructible_v<D>) {
+      new (buf_) D(std::forward<F>(f));
+      ops_ = &kInline<D>;
+    } else {
+      *reinterpret_cast<D**>(buf_) = new D(std::forward<F>(f));
+      ops_ = &kHeap<D>;
+    }
+  }
+  BackwardFn(BackwardFn&& o) noexcept : ops_(o.ops_) {
+    if (ops_) ops_->move(o.buf_, buf_);
+    o.ops_ = nullptr;
+  }
+  BackwardFn& operator=(BackwardFn&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ops_ = o.ops_;
+      if (ops_) ops_->move(o.buf_, buf_);
+      o.ops_ = nullptr;
+    }
+    return *this;
+  }
+  BackwardFn& operator=(std::nullptr_t) noexcept {
+    reset();
+    return *this;
+  }
+  BackwardFn(const BackwardFn&) = delete;
+  BackwardFn& operator=(const BackwardFn&) = delete;
+  ~BackwardFn() { reset(); }
+  explicit operator bool() const { return ops_ != nullptr; }
+  Grads operator()(const Tensor& g, const Node& n) const { return ops_->call(buf_, g, n); }
+
+ private:
+  struct Ops {
+    Grads (*call)(const unsigned char*, const Tensor&, const Node&);
+    void (*move)(unsigned char* from, unsigned char* to);  // leaves `from` destroyed
+    void (*destroy)(unsigned char*);
+  };
+  template <class D>
+  static constexpr Ops kInline = {
+      [](const unsigned char* b, const Tensor& g, const Node& n) { return (*std::launder(reinterpret_cast<const D*>(b)))(g, n); },
+      [](unsigned char* from, unsigned char* to) {
+        D* f = std::launder(reinterpret_cast<D*>(from));
+        new (to) D(std::move(*f));
+        f->~D();
+      },
+      [](unsigned char* b) { std::launder(reinterpret_cast<D*>(b))->~D(); }};
+  template <class D>
+  static constexpr Ops kHeap = {
+      [](const unsigned char* b, const Tensor& g, const Node& n) { return (**reinterpret_cast<D* const*>(b))(g, n); },
+      [](unsigned char* from, unsigned char* to) { *reinterpret_cast<D**>(to) = *reinterpret_cast<D**>(from); },
+      [](unsigned char* b) { delete *reinterpret_cast<D**>(b); }};
+  void reset() noexcept {
+    if (ops_) {
+      const Ops* ops = ops_;
+      ops_ = nullptr;
+      ops->destroy(buf_);
+    }
+  }
+
+  alignas(std::max_align_t) unsigned char buf_[kInlineBytes];
+  const Ops* ops_ = nullptr;
+};
 
 struct Edge {
   std::shared_ptr<Node> node;        // the input came from this op ...

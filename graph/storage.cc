@@ -1,5 +1,7 @@
 #include "graph/storage.h"
 
+#include "graph/pool.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -37,6 +39,11 @@ size_t round_size(size_t n) {
 
 Storage::Storage(size_t nbytes) : nbytes_(round_size(nbytes == 0 ? 1 : nbytes)) {
   data_ = nullptr;
+  if (nbytes_ <= kInlineBytes) {
+    data_ = small_;
+    g_live.fetch_add(nbytes_, std::memory_order_relaxed);
+    return;
+  }
   if (nbytes_ >= kCacheMin) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
@@ -62,6 +69,7 @@ Storage::Storage(size_t nbytes) : nbytes_(round_size(nbytes == 0 ? 1 : nbytes)) 
 
 Storage::~Storage() {
   g_live.fetch_sub(nbytes_, std::memory_order_relaxed);
+  if (data_ == small_) return;
   if (nbytes_ >= kCacheMin) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
@@ -74,7 +82,9 @@ Storage::~Storage() {
   std::free(data_);
 }
 
-std::shared_ptr<Storage> make_storage(size_t nbytes) { return std::make_shared<Storage>(nbytes); }
+std::shared_ptr<Storage> make_storage(size_t nbytes) {
+  return std::allocate_shared<Storage>(detail::PoolAllocator<Storage>{}, nbytes);
+}
 
 size_t storage_cache_bytes() {
   std::lock_guard lock(cache().mu);

@@ -9,6 +9,8 @@ namespace tg {
 
 class Storage {
  public:
+  // Tensors of up to kInlineBytes keep their data inside the Storage object itself.
+  static constexpr size_t kInlineBytes = 64;
   explicit Storage(size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -19,6 +21,7 @@ class Storage {
  private:
   void* data_;
   size_t nbytes_;
+  alignas(64) unsigned char small_[kInlineBytes];
 };
 
 std::shared_ptr<Storage> make_storage(size_t nbytes);

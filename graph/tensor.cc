@@ -4,12 +4,17 @@
 #include <cstring>
 
 #include "graph/node.h"
+#include "graph/pool.h"
 
 namespace tg {
 
+std::shared_ptr<TensorImpl> make_tensor_impl() {
+  return std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>{});
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (int64_t d : shape) TG_CHECK(d >= 0, "empty", "negative dimension {} in shape {}", d, shape);
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_tensor_impl();
   impl->storage = make_storage(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
   impl->shape = shape;
   impl->dtype = dtype;
@@ -80,7 +85,7 @@ void Tensor::set_grad(const Tensor& g) {
 void Tensor::zero_grad() { impl().grad.reset(); }
 
 Tensor Tensor::detach() const {
-  auto d = std::make_shared<TensorImpl>();
+  auto d = make_tensor_impl();
   d->storage = impl().storage;
   d->offset = impl().offset;
   d->shape = impl().shape;

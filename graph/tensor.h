@@ -36,6 +36,9 @@ struct TensorImpl {
   std::vector<GradHook> hooks;          // hooks of a leaf (non-leaf hooks live on grad_fn)
 };
 
+// A fresh TensorImpl from the small-object pool (graph/pool.h).
+std::shared_ptr<TensorImpl> make_tensor_impl();
+
 struct BackwardOptions {
   bool retain_graph = false;
   bool create_graph = false;

@@ -1,0 +1,113 @@
+#include "graph/pool.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace tg::detail {
+namespace {
+
+constexpr size_t kClass = 64;                         // size-class granularity and alignment
+constexpr size_t kClasses = kPoolMaxBytes / kClass;   // 64, 128, ..., 512
+constexpr size_t kSlabBytes = 64 * 1024;
+constexpr size_t kMaxPerThread = 8192;                // blocks a thread keeps per class
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+// Blocks no thread is holding, and slab accounting.
+struct Shared {
+  std::mutex mu;
+  FreeBlock* lists[kClasses] = {};
+  size_t slab_bytes = 0;
+};
+Shared& shared() {
+  static Shared* s = new Shared();  // never destroyed: blocks may be freed during static teardown
+  return *s;
+}
+
+struct ThreadLists {
+  FreeBlock* head[kClasses] = {};
+  size_t count[kClasses] = {};
+  ~ThreadLists() {  // a finishing thread hands its blocks over
+    Shared& s = shared();
+    std::lock_guard lock(s.mu);
+    for (size_t c = 0; c < kClasses; ++c) {
+      while (FreeBlock* b = head[c]) {
+        head[c] = b->next;
+        b->next = s.lists[c];
+        s.lists[c] = b;
+      }
+    }
+  }
+};
+thread_local ThreadLists t_lists;
+
+size_t class_of(size_t bytes) { return bytes == 0 ? 0 : (bytes - 1) / kClass; }
+
+void refill(size_t c) {
+  ThreadLists& t = t_lists;
+  Shared& s = shared();
+  std::lock_guard lock(s.mu);
+  // Take up to half a thread's bound from the shared list first.
+  for (size_t n = 0; n < kMaxPerThread / 2 && s.lists[c]; ++n) {
+    FreeBlock* b = s.lists[c];
+    s.lists[c] = b->next;
+    b->next = t.head[c];
+    t.head[c] = b;
+    ++t.count[c];
+  }
+  if (t.head[c]) return;
+  char* slab = static_cast<char*>(std::aligned_alloc(kClass, kSlabBytes));
+  if (!slab) throw std::bad_alloc();
+  s.slab_bytes += kSlabBytes;
+  const size_t size = (c + 1) * kClass;
+  for (size_t off = 0; off + size <= kSlabBytes; off += size) {
+    auto* b = reinterpret_cast<FreeBlock*>(slab + off);
+    b->next = t.head[c];
+    t.head[c] = b;
+    ++t.count[c];
+  }
+}
+
+}  // namespace
+
+#ifdef TG_NO_POOL
+void* pool_alloc(size_t bytes) { return ::operator new(bytes, std::align_val_t(kClass)); }
+void pool_free(void* p, size_t) { ::operator delete(p, std::align_val_t(kClass)); }
+#else
+void* pool_alloc(size_t bytes) {
+  const size_t c = class_of(bytes);
+  ThreadLists& t = t_lists;
+  if (!t.head[c]) refill(c);
+  FreeBlock* b = t.head[c];
+  t.head[c] = b->next;
+  --t.count[c];
+  return b;
+}
+
+void pool_free(void* p, size_t bytes) {
+  const size_t c = class_of(bytes);
+  ThreadLists& t = t_lists;
+  auto* b = static_cast<FreeBlock*>(p);
+  if (t.count[c] >= kMaxPerThread) {
+    Shared& s = shared();
+    std::lock_guard lock(s.mu);
+    b->next = s.lists[c];
+    s.lists[c] = b;
+    return;
+  }
+  b->next = t.head[c];
+  t.head[c] = b;
+  ++t.count[c];
+}
+
+#endif
+
+size_t pool_slab_bytes() {
+  std::lock_guard lock(shared().mu);
+  return shared().slab_bytes;
+}
+
+}  // namespace tg::detail
