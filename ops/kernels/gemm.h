@@ -131,6 +131,7 @@ inline void micro_tile(int64_t kc, const T* a, int64_t ars, int64_t aks, const T
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = V(T(0));
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     V bv[NV];
 #pragma GCC unroll 4
