@@ -27,6 +27,7 @@ Shared& shared() {
   return *s;
 }
 
+#ifndef TG_NO_POOL
 struct ThreadLists {
   FreeBlock* head[kClasses] = {};
   size_t count[kClasses] = {};
@@ -70,6 +71,8 @@ void refill(size_t c) {
     ++t.count[c];
   }
 }
+
+#endif  // TG_NO_POOL
 
 }  // namespace
 
