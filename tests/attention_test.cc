@@ -11,6 +11,11 @@ struct Case {
   int mask_kind;  // 0 none, 1 key padding [B, 1, 1, S], 2 full [T, S]
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "lead " << c.lead.str() << " T " << c.T << " S " << c.S << " d " << c.d << " dv " << c.dv
+      << (c.causal ? " causal" : "") << " mask " << c.mask_kind;
+}
+
 tg::AttentionOptions options(const Case& c) {
   tg::AttentionOptions o;
   o.causal = c.causal;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ops/kernels/gemm.h"
-#include "ops/kernels/reduce.h"
+#include "ops/kernels/softmax.h"
 
 namespace tg::kernels {
 
@@ -68,8 +68,6 @@ void attn_scores(const T* q, const T* k, int64_t d, int64_t i0, int64_t bq, int6
 template <class T>
 void attention_forward(const T* q, const T* k, const T* v, T* o, T* lse, int64_t Tq, int64_t Sk, int64_t d,
                        int64_t dv, T scale, const AttnMask& mask, AttnScratch<T>& w) {
-  using B = xsimd::batch<T>;
-  constexpr int64_t L = static_cast<int64_t>(B::size);
   const T ninf = -std::numeric_limits<T>::infinity();
   w.reserve(dv, d);
   for (int64_t i0 = 0; i0 < Tq; i0 += kAttnBlockQ) {
@@ -89,20 +87,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, T* lse, int64_t
           std::fill(prow, prow + bk, T(0));
           continue;
         }
-        const B vm(mnew);
-        B acc(T(0));
-        T sum = 0;
-        int64_t c = 0;
-        for (; c + L <= bk; c += L) {
-          B e = xsimd::exp(B::load_unaligned(srow + c) - vm);
-          e.store_unaligned(prow + c);
-          acc += e;
-        }
-        for (; c < bk; ++c) {
-          prow[c] = std::exp(srow[c] - mnew);
-          sum += prow[c];
-        }
-        sum += xsimd::hadd(acc);
+        const T sum = exp_shift_sum(srow, mnew, prow, bk);
         const T alpha = std::exp(w.m[r] - mnew);  // 0 when the old maximum was -inf
         w.l[r] = w.l[r] * alpha + sum;
         w.m[r] = mnew;

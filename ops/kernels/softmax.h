@@ -8,10 +8,31 @@
 
 namespace tg::kernels {
 
-template <class T, bool kLog>
-void softmax_rows(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
+// Returns sum_i exp(x[i] - m), writing each exp(x[i] - m) to y unless y is null: the inner pass
+// of softmax, cross-entropy and flash attention.
+template <class T>
+T exp_shift_sum(const T* x, T m, T* y, int64_t n) {
   using B = xsimd::batch<T>;
   constexpr int64_t L = static_cast<int64_t>(B::size);
+  const B vm(m);
+  B acc(T(0));
+  T s = 0;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const B e = xsimd::exp(B::load_unaligned(x + i) - vm);
+    if (y) e.store_unaligned(y + i);
+    acc += e;
+  }
+  for (; i < n; ++i) {
+    const T e = std::exp(x[i] - m);
+    if (y) y[i] = e;
+    s += e;
+  }
+  return s + xsimd::hadd(acc);
+}
+
+template <class T, bool kLog>
+void softmax_rows(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
   const T ninf = -std::numeric_limits<T>::infinity();
   if (inner == 1) {
     parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t o0, int64_t o1) {
@@ -19,21 +40,7 @@ void softmax_rows(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
         const T* xr = x + o * D;
         T* yr = y + o * D;
         const T m = fold_run(xr, D, Max{}, ninf);
-        const B vm(m);
-        B vs(T(0));
-        T s = 0;
-        int64_t i = 0;
-        for (; i + L <= D; i += L) {
-          B e = xsimd::exp(B::load_unaligned(xr + i) - vm);
-          if constexpr (!kLog) e.store_unaligned(yr + i);
-          vs += e;
-        }
-        for (; i < D; ++i) {
-          T e = std::exp(xr[i] - m);
-          if constexpr (!kLog) yr[i] = e;
-          s += e;
-        }
-        s += xsimd::hadd(vs);
+        const T s = exp_shift_sum(xr, m, kLog ? nullptr : yr, D);
         if constexpr (kLog) {
           const T shift = m + std::log(s);
           unary_loop(xr, yr, D, Affine<T>{T(1), -shift});
@@ -114,19 +121,12 @@ void softmax_backward_rows(const T* y, const T* g, T* dx, int64_t outer, int64_t
 template <class T>
 void cross_entropy_forward(const T* x, const int64_t* target, T* loss, T* lse, int64_t rows, int64_t C, T eps,
                            int64_t ignore_index) {
-  using B = xsimd::batch<T>;
-  constexpr int64_t L = static_cast<int64_t>(B::size);
   const T ninf = -std::numeric_limits<T>::infinity();
   parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * C;
       const T m = fold_run(xr, C, Max{}, ninf);
-      B acc(T(0));
-      T s = 0;
-      int64_t i = 0;
-      for (; i + L <= C; i += L) acc += xsimd::exp(B::load_unaligned(xr + i) - B(m));
-      for (; i < C; ++i) s += std::exp(xr[i] - m);
-      const T l = m + std::log(s + xsimd::hadd(acc));
+      const T l = m + std::log(exp_shift_sum<T>(xr, m, nullptr, C));
       lse[r] = l;
       if (target[r] == ignore_index) {
         loss[r] = 0;
