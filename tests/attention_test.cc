@@ -79,7 +79,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{{1, 2}, 64, 64, 16, 16, true, 0}, Case{{2, 1}, 65, 65, 8, 8, true, 1},
                       Case{{2, 2}, 130, 130, 8, 12, false, 1}, Case{{3}, 7, 100, 8, 5, false, 2},
                       Case{{3}, 100, 7, 8, 8, true, 0}, Case{{1, 1}, 1, 1, 3, 3, false, 0},
-                      Case{{2, 2}, 129, 67, 16, 16, true, 2}),
+                      Case{{2, 2}, 129, 67, 16, 16, true, 2}, Case{{1, 2}, 70, 70, 64, 64, true, 1}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(AttentionOps, Gradcheck) {

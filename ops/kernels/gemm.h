@@ -113,14 +113,12 @@ void pack_b_panel(const T* B, int64_t rs, int64_t cs, int64_t kc, int64_t cols, 
 // packed panel has ars = 1, aks = MR; a row-major A read in place has ars = lda, aks = 1)
 // times a B panel (kc x NR, row k at b + k * bks: NR when packed, ldb when read in place).
 // kFull: the tile is whole (rows == MR, cols == NR), written straight from the registers.
-template <class T, bool kFull>
+template <class T, bool kFull, int MR = GemmShape<T>::MR, int NV = GemmShape<T>::NV>
 inline void micro_tile(int64_t kc, const T* a, int64_t ars, int64_t aks, const T* b, int64_t bks, T* C,
                        int64_t ldc, bool accumulate, int64_t rows, int64_t cols) {
   using V = xsimd::batch<T>;
-  constexpr int MR = GemmShape<T>::MR;
-  constexpr int NV = GemmShape<T>::NV;
   constexpr int64_t L = GemmShape<T>::L;
-  constexpr int64_t NR = GemmShape<T>::NR;
+  constexpr int64_t NR = NV * L;
   // The C tile is read and written once, after the k loop: fetch its lines now.
   for (int64_t r = 0; r < rows; ++r) {
     __builtin_prefetch(C + r * ldc, 1);
@@ -184,6 +182,21 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
       for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
     return;
   }
+#if defined(__AVX512F__)
+  // Small products of whole 4 x (4 vectors) tiles with plain operands (attention's per-head
+  // products): a 4 x 4-vector tile needs 4 loads and 4 broadcasts per 16 FMAs (the general 8 x 2
+  // tile needs 2 and 8), and neither operand is packed.
+  {
+    constexpr int64_t NR4 = 4 * S::L;
+    if (!trans_a && !trans_b && K <= S::KC && M % 4 == 0 && N % NR4 == 0 &&
+        (M * K + K * N) * static_cast<int64_t>(sizeof(T)) <= (64 << 10)) {
+      for (int64_t i = 0; i < M; i += 4)
+        for (int64_t j = 0; j < N; j += NR4)
+          micro_tile<T, true, 4, 4>(K, A + i * lda, lda, 1, B + j, ldb, C + i * ldc + j, ldc, accumulate, 4, NR4);
+      return;
+    }
+  }
+#endif
   const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
   const int64_t b_rs = trans_b ? 1 : ldb, b_cs = trans_b ? ldb : 1;
   const int threads = num_threads();
