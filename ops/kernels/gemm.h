@@ -232,12 +232,13 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
       auto b_panel = [&](int64_t q) { return b_in_place ? B + pc * b_rs + jc + q * S::NR : bp + q * S::NR * kc; };
       const int64_t bks = b_in_place ? b_rs : S::NR;
 
-      // Packing A pays off when each packed panel is reused across many B panels (and it avoids
-      // L1 set conflicts between rows a multiple of 4 KB apart). For narrow C (few B panels, as
-      // in attention's batched products) a non-transposed A is read in place instead: its rows
-      // are contiguous in k. The last, partial row panel is always packed (zero-padded) so that
-      // the micro-kernel never reads past A.
-      const bool pack_all = trans_a || n_panels > 4;
+      // A non-transposed A is read in place (its rows are contiguous in k), except when its rows
+      // are a multiple of 4 KB apart and C is wide: then the 8 rows of a tile would fall into the
+      // same L1 sets, and packing (paid once, reused across many B panels) is cheaper. A
+      // transposed A is always packed. The last, partial row panel is always packed
+      // (zero-padded) so that the micro-kernel never reads past A.
+      const bool aliasing = (a_rs * static_cast<int64_t>(sizeof(T))) % 4096 == 0;
+      const bool pack_all = trans_a || (n_panels > 4 && aliasing);
       auto prepare_a = [&](int64_t ic, int64_t mc, T* ap) {
         const int64_t full = pack_all ? 0 : mc / S::MR * S::MR;
         if (full < mc) pack_a(A + (ic + full) * a_rs + pc * a_cs, a_rs, a_cs, mc - full, kc, ap + full * kc);
