@@ -28,10 +28,15 @@ Shared& shared() {
 }
 
 #ifndef TG_NO_POOL
+// Set once this thread's lists are gone (thread exit, or static teardown on the main thread):
+// later frees go to the shared list. A plain bool, so it is usable after the lists' destructor.
+thread_local bool t_lists_gone = false;
+
 struct ThreadLists {
   FreeBlock* head[kClasses] = {};
   size_t count[kClasses] = {};
   ~ThreadLists() {  // a finishing thread hands its blocks over
+    t_lists_gone = true;
     Shared& s = shared();
     std::lock_guard lock(s.mu);
     for (size_t c = 0; c < kClasses; ++c) {
@@ -82,6 +87,7 @@ void pool_free(void* p, size_t) { ::operator delete(p, std::align_val_t(kClass))
 #else
 void* pool_alloc(size_t bytes) {
   const size_t c = class_of(bytes);
+  if (t_lists_gone) return ::operator new((c + 1) * kClass, std::align_val_t(kClass));  // freed into a list later
   ThreadLists& t = t_lists;
   if (!t.head[c]) refill(c);
   FreeBlock* b = t.head[c];
@@ -92,15 +98,15 @@ void* pool_alloc(size_t bytes) {
 
 void pool_free(void* p, size_t bytes) {
   const size_t c = class_of(bytes);
-  ThreadLists& t = t_lists;
   auto* b = static_cast<FreeBlock*>(p);
-  if (t.count[c] >= kMaxPerThread) {
+  if (t_lists_gone || t_lists.count[c] >= kMaxPerThread) {
     Shared& s = shared();
     std::lock_guard lock(s.mu);
     b->next = s.lists[c];
     s.lists[c] = b;
     return;
   }
+  ThreadLists& t = t_lists;
   b->next = t.head[c];
   t.head[c] = b;
   ++t.count[c];
