@@ -81,8 +81,9 @@ class Engine {
       Tensor g = std::move(buffer_[n]);
       buffer_.erase(n);
       if (!g.defined()) g = zeros(n->out_shape(), n->out_dtype());
-      for (auto& hook : n->pre_hooks()) {
-        Tensor r = hook(g);
+      // By index over the count taken first: a hook may register another hook.
+      for (size_t h = 0, nh = n->pre_hooks().size(); h < nh; ++h) {
+        Tensor r = n->pre_hooks()[h](g);
         if (r.defined()) g = r;
       }
       if (auto it = node_targets_.find(n); it != node_targets_.end()) captured_[it->second] = g;
@@ -116,8 +117,8 @@ class Engine {
   }
 
   void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
-    for (auto& hook : leaf->hooks) {
-      Tensor r = hook(g);
+    for (size_t h = 0, nh = leaf->hooks.size(); h < nh; ++h) {
+      Tensor r = leaf->hooks[h](g);
       if (r.defined()) g = r;
     }
     if (auto it = leaf_targets_.find(leaf.get()); it != leaf_targets_.end()) {
@@ -131,6 +132,8 @@ class Engine {
       if (!create_) {
         g = g.detach();
         if (g.impl().storage.use_count() > 1) g = clone(g);
+      } else if (g.impl_ptr().use_count() > 1) {
+        g = clone(g);  // recorded, so still differentiable; never the same tensor as another .grad()
       }
       leaf->grad = g.impl_ptr();
     } else {

@@ -48,10 +48,11 @@ class BackwardFn {
   }
   BackwardFn& operator=(BackwardFn&& o) noexcept {
     if (this != &o) {
+      BackwardFn incoming(std::move(o));  // out of `o` first: our closure might own `o`
       reset();
-      ops_ = o.ops_;
-      if (ops_) ops_->move(o.buf_, buf_);
-      o.ops_ = nullptr;
+      ops_ = incoming.ops_;
+      if (ops_) ops_->move(incoming.buf_, buf_);
+      incoming.ops_ = nullptr;
     }
     return *this;
   }

@@ -42,6 +42,15 @@ TEST(Autograd, SharedGradientsStayPrivate) {
   EXPECT_TRUE(close(b.grad(), {1.0, 1.0, 1.0}));
 }
 
+TEST(Autograd, CreateGraphGradientsAreDistinctTensors) {
+  Tensor a = tg::tensor({1.0, 2.0}, tg::kFloat64).requires_grad_(), b = tg::tensor({3.0, 4.0}, tg::kFloat64).requires_grad_();
+  tg::sum(a + b).backward({}, {.create_graph = true});
+  EXPECT_FALSE(a.grad().same(b.grad()));
+  EXPECT_NE(a.grad().raw_data(), b.grad().raw_data());
+  a.zero_grad();
+  b.zero_grad();
+}
+
 TEST(Autograd, DiamondGraphSumsBothPaths) {
   Tensor x = tg::tensor({3.0}, tg::kFloat64).requires_grad_();
   Tensor y = x * x;           // 9
