@@ -181,6 +181,21 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
   e.run(outputs, grads, 0);
 }
 
+// Defined here rather than in graph/: accumulating needs the add op.
+void Tensor::retain_grad() {
+  TG_CHECK(requires_grad(), "retain_grad", "tensor does not require grad");
+  if (is_leaf() || impl().retains_grad) return;
+  impl().retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_ptr();
+  impl().grad_fn->pre_hooks().push_back([weak](const Tensor& g) {
+    if (auto self = weak.lock()) {
+      NoGradGuard ng;
+      self->grad = self->grad ? add(Tensor(self->grad), g.detach()).impl_ptr() : g.detach().impl_ptr();
+    }
+    return Tensor();
+  });
+}
+
 void Tensor::backward(const Tensor& grad, BackwardOptions opts) const {
   tg::backward({*this}, grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{}, opts);
 }

@@ -93,32 +93,6 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(d));
 }
 
-void Tensor::retain_grad() {
-  TG_CHECK(requires_grad(), "retain_grad", "tensor does not require grad");
-  if (is_leaf() || impl().retains_grad) return;
-  impl().retains_grad = true;
-  std::weak_ptr<TensorImpl> weak = impl_;
-  impl().grad_fn->pre_hooks().push_back([weak](const Tensor& g) {
-    if (auto self = weak.lock()) {
-      // The engine hands hooks fresh tensors; store a detached alias of the gradient.
-      Tensor d = g.detach();
-      self->grad = self->grad ? self->grad : d.impl_ptr();
-      if (self->grad != d.impl_ptr()) {
-        Tensor sum = Tensor::empty(d.shape(), d.dtype());
-        dispatch_float(d.dtype(), "retain_grad", [&](auto tag) {
-          using T = decltype(tag);
-          const T* a = Tensor(self->grad).data<T>();
-          const T* b = d.data<T>();
-          T* o = sum.data<T>();
-          for (int64_t i = 0; i < d.numel(); ++i) o[i] = a[i] + b[i];
-        });
-        self->grad = sum.impl_ptr();
-      }
-    }
-    return Tensor();
-  });
-}
-
 void Tensor::register_hook(GradHook hook) {
   TG_CHECK(requires_grad(), "register_hook", "cannot register a hook on a tensor that does not require grad");
   if (is_leaf())

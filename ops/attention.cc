@@ -118,14 +118,13 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
     });
   });
   return record("flash_attention", out, {q, kk, v},
-                [q, kk, v, lse, opts, dm, scale](const Tensor& g0, const Node& node) {
+                [q, kk, v, lse, opts, dm, scale, ml = std::move(ml)](const Tensor& g0, const Node& node) {
     TG_CHECK(!grad_enabled(), "flash_attention", "its backward is a fused kernel and cannot be differentiated again "
              "(create_graph); use attention_unfused for higher-order gradients");
     Tensor o = node.output();
     Tensor g = to(g0, q.dtype());
     Tensor gq = Tensor::empty(q.shape(), q.dtype()), gk = Tensor::empty(kk.shape(), q.dtype()),
            gv = Tensor::empty(v.shape(), q.dtype());
-    MaskLayout ml2 = mask_layout(opts.mask, dm);
     const bool* mask2 = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
     dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
       using T = decltype(tag);
@@ -133,7 +132,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
         k::AttnScratch<T> w;
         std::vector<T> drow;
         for (int64_t n = n0; n < n1; ++n) {
-          k::AttnMask m{opts.causal, mask2 ? mask2 + ml2.base[n] : nullptr, ml2.row, ml2.col};
+          k::AttnMask m{opts.causal, mask2 ? mask2 + ml.base[n] : nullptr, ml.row, ml.col};
           const int64_t qo = n * dm.T * dm.d, ko = n * dm.S * dm.d, vo = n * dm.S * dm.dv, oo = n * dm.T * dm.dv;
           k::attention_backward<T>(q.data<T>() + qo, kk.data<T>() + ko, v.data<T>() + vo, o.data<T>() + oo,
                                    lse.data<T>() + n * dm.T, g.data<T>() + oo, gq.data<T>() + qo, gk.data<T>() + ko,
