@@ -7,7 +7,9 @@
 #include "graph/random.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/layer_norm.h"
+#include "ops/kernels/sgns.h"
 #include "ops/kernels/softmax.h"
+#include "ops/matmul.h"
 #include "ops/op_util.h"
 #include "ops/reduce.h"
 #include "ops/shape_ops.h"
@@ -300,6 +302,52 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
       }
     });
     return Grads{n.needs(0) ? dx : Tensor(), db};
+  });
+}
+
+// ---- Negative-sampling loss (word2vec) -----------------------------------------------------
+
+Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reduction reduction) {
+  detail::check_float(input, "negative_sampling_loss");
+  detail::check_float(output, "negative_sampling_loss");
+  TG_CHECK(input.dim() == 2 && output.dim() == 3 && output.size(0) == input.size(0) && output.size(2) == input.size(1) &&
+               output.size(1) >= 1 && input.dtype() == output.dtype(),
+           "negative_sampling_loss",
+           "expects input [B, D] and output [B, 1 + negatives, D] of one dtype, got {} ({}) and {} ({})", input.shape(),
+           input.dtype(), output.shape(), output.dtype());
+  const int64_t B = input.size(0), C = output.size(1), D = input.size(1);
+  Tensor scores = Tensor::empty({B, C}, input.dtype());
+  Tensor rows = Tensor::empty({B}, input.dtype());
+  dispatch_float(input.dtype(), "negative_sampling_loss", [&](auto tag) {
+    using T = decltype(tag);
+    k::sgns_forward<T>(input.data<T>(), output.data<T>(), scores.data<T>(), rows.data<T>(), B, C, D);
+  });
+  Tensor out;
+  {
+    NoGradGuard ng;  // the reduction is part of this op: its gradient is folded into the backward
+    out = reduction == Reduction::None ? rows : reduction == Reduction::Sum ? sum(rows) : mean(rows);
+  }
+  return record("negative_sampling_loss", out, {input, output},
+                [input, output, scores, reduction, B, C](const Tensor& g0, const Node& n) {
+    Tensor g = to(g0, input.dtype());
+    // Upstream gradient per row.
+    Tensor g_row = reduction == Reduction::None ? g : expand(reduction == Reduction::Mean ? g / static_cast<double>(B) : g, {B});
+    if (grad_enabled()) {  // recorded backward from public ops: coef = (σ(s) - label) g
+      Tensor s = matmul(output, input.unsqueeze(2)).squeeze(2);  // [B, C], recomputed to be differentiable
+      Tensor label = concat({ones({1, 1}, input.dtype()), zeros({1, C - 1}, input.dtype())}, 1);
+      Tensor coef = (sigmoid(s) - label) * g_row.unsqueeze(1);
+      return Grads{n.needs(0) ? matmul(coef.unsqueeze(1), output).squeeze(1) : Tensor(),
+                   n.needs(1) ? coef.unsqueeze(2) * input.unsqueeze(1) : Tensor()};
+    }
+    Tensor du = n.needs(0) ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
+    Tensor dv = n.needs(1) ? Tensor::empty(output.shape(), input.dtype()) : Tensor();
+    dispatch_float(input.dtype(), "negative_sampling_loss", [&](auto tag) {
+      using T = decltype(tag);
+      k::sgns_backward<T>(input.data<T>(), output.data<T>(), scores.data<T>(), g_row.data<T>(),
+                          du.defined() ? du.data<T>() : nullptr, dv.defined() ? dv.data<T>() : nullptr, B, C,
+                          input.size(1));
+    });
+    return Grads{du, dv};
   });
 }
 

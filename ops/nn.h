@@ -26,6 +26,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::Mean);
 
+// word2vec's negative-sampling loss, fused: input [B, D] (the centre word's vector, or CBOW's
+// context mean), output [B, 1 + K, D] (the true context's output vector, then K negatives'):
+// loss_b = -log σ(u_b·v_b0) - Σ_k log σ(-u_b·v_bk). Reduction over B (None gives [B]).
+Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reduction reduction = Reduction::Sum);
 // Normalises over the last normalized_ndim dims; weight and bias (optional) have those dims.
 // Fused forward and backward kernels (mean and 1/std saved for backward).
 Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor& weight = Tensor(),

@@ -7,6 +7,7 @@
 #include "graph/factory.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/copy.h"
+#include "ops/kernels/sgns.h"
 #include "ops/op_util.h"
 #include "ops/reduce.h"
 
@@ -363,6 +364,35 @@ Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Ten
   });
 }
 
+void index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, double alpha) {
+  detail::check_float(self, "index_add_");
+  TG_CHECK(!(self.requires_grad() && grad_enabled()), "index_add_",
+           "in-place update of a tensor that requires grad (shape {}) while recording: use NoGradGuard", self.shape());
+  TG_CHECK(self.is_leaf(), "index_add_", "in-place update of a tensor produced by '{}' would corrupt its graph",
+           self.grad_fn_name());
+  TG_CHECK(src.dtype() == self.dtype(), "index_add_", "source dtype {} differs from the target's {}", src.dtype(),
+           self.dtype());
+  detail::check_index(index, "index_add_");
+  dim = normalize_axis(dim, self.dim(), "index_add_");
+  TG_CHECK(index.dim() <= 1, "index_add_", "index must be 1-D, got shape {}", index.shape());
+  Shape want = self.shape();
+  want[dim] = index.numel();
+  TG_CHECK(src.shape() == want, "index_add_", "source has shape {}, expected {}", src.shape(), want);
+  check_indices(index, self.shape()[dim], "index_add_", dim, self.shape());
+  auto [outer, inner] = outer_inner(self.shape(), dim);
+  const int64_t* idx = index.data<int64_t>();
+  const int64_t n = index.numel(), R = self.shape()[dim];
+  dispatch_float(src.dtype(), "index_add_", [&](auto tag) {
+    using T = decltype(tag);
+    const T* ps = src.data<T>();
+    T* po = self.data<T>();
+    const T a = static_cast<T>(alpha);
+    // Rows are added in index order (a repeated index accumulates), so results are deterministic.
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < n; ++i) k::axpy(a, ps + (o * n + i) * inner, po + (o * R + idx[i]) * inner, inner);
+  });
+}
+
 namespace {
 // Calls f(index_offset, x_offset) for every element of index, where x_offset addresses the
 // element of a tensor of shape xs at the index's coordinates with dim replaced by the index.
@@ -427,14 +457,21 @@ Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const T
   });
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& ids) {
+Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   detail::check_float(weight, "embedding");
   detail::check_index(ids, "embedding");
   TG_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got shape {}", weight.shape());
+  TG_CHECK(padding_idx < weight.shape()[0], "embedding", "padding_idx {} is out of range for {} embeddings",
+           padding_idx, weight.shape()[0]);
   Shape s = ids.shape();
   s.push_back(weight.shape()[1]);
   Tensor flat_ids = ids.dim() == 1 ? ids : ids.reshape({ids.numel()});
-  return reshape(index_select(weight, 0, flat_ids), s);
+  if (padding_idx < 0 || !weight.requires_grad() || !grad_enabled()) return reshape(index_select(weight, 0, flat_ids), s);
+  // The padding row is read like any other but receives no gradient: where padding was looked
+  // up, the output takes a detached copy of the row, cut from the graph.
+  Tensor rows = index_select(weight, 0, flat_ids);
+  Tensor keep = ne(flat_ids, static_cast<double>(padding_idx)).reshape({flat_ids.numel(), 1});
+  return reshape(where(keep, rows, rows.detach()), s);
 }
 
 // Tensor convenience forms.

@@ -36,9 +36,12 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);        // as t
 Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
 // A zero tensor of `shape` with src scatter-added at index along dim (the backward of gather).
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
+// In place, not recorded (as torch's index_add_): self[index[i]] += alpha * src[i] along dim. The
+// sparse row update of an embedding table: it costs in proportion to the rows touched.
+void index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, double alpha = 1.0);
 // Rows of weight [V, D] for every id in ids (any shape): output ids.shape + [D]. Backward adds
-// into the used rows only.
-Tensor embedding(const Tensor& weight, const Tensor& ids);
+// into the used rows only. padding_idx >= 0: that row's lookups get no gradient (as PyTorch).
+Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 
 // The inverse of slice: zeros of `shape` with g placed at start, start+step, ... along dim.
 Tensor slice_backward(const Tensor& g, const Shape& shape, int64_t dim, int64_t start, int64_t step);

@@ -1,0 +1,104 @@
+#include "models/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "graph/node.h"
+#include "ops/ops.h"
+
+namespace tg {
+
+namespace {
+
+// key_padding [B, S] -> [B, 1, 1, S], broadcast over heads and queries.
+Tensor padding_as_4d(const Tensor& key_padding, const Tensor& q, const Tensor& k) {
+  TG_CHECK(key_padding.dtype() == kBool && key_padding.dim() == 2, "scaled_dot_product_attention",
+           "key_padding must be a bool [B, S] tensor, got {} {}", key_padding.dtype(), key_padding.shape());
+  TG_CHECK(q.dim() == 4, "scaled_dot_product_attention",
+           "key_padding needs 4-D [B, heads, T, d] inputs, got q of shape {}", q.shape());
+  TG_CHECK(key_padding.size(0) == q.size(0) && key_padding.size(1) == k.size(-2), "scaled_dot_product_attention",
+           "key_padding has shape {}, expected [{}, {}] (batch, keys)", key_padding.shape(), q.size(0), k.size(-2));
+  return key_padding.reshape({key_padding.size(0), 1, 1, key_padding.size(1)});
+}
+
+// One bool mask (true = hidden) from the padding and explicit masks; undefined when neither.
+Tensor combined_mask(const AttentionMask& m, const Tensor& q, const Tensor& k) {
+  Tensor out = m.mask;
+  if (out.defined())
+    TG_CHECK(out.dtype() == kBool, "scaled_dot_product_attention", "mask must be bool (true = hidden), got {}",
+             out.dtype());
+  if (m.key_padding.defined()) {
+    Tensor pad = padding_as_4d(m.key_padding, q, k);
+    out = out.defined() ? logical_or(out, pad) : pad;
+  }
+  return out;
+}
+
+}  // namespace
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMask& m, bool need_weights, double dropout_p,
+                                             double scale) {
+  TG_CHECK(q.defined() && k.defined() && v.defined() && q.dim() >= 2, "scaled_dot_product_attention",
+           "expects q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]");
+  const double s = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor mask = combined_mask(m, q, k);
+  if (!need_weights && dropout_p == 0)  // fused: the T x S weights are never stored
+    return {flash_attention(q, k, v, {.causal = m.causal, .mask = mask, .scale = s}), Tensor()};
+
+  // The same from generic ops, as written in the paper.
+  Tensor scores = matmul(q, k, false, true) * s;  // Q Kᵀ / √d_k   [..., T, S]
+  if (m.causal) mask = mask.defined() ? logical_or(mask, causal_mask(q.size(-2), k.size(-2)))
+                                      : causal_mask(q.size(-2), k.size(-2));
+  if (mask.defined()) scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
+  Tensor weights = softmax(scores, -1);
+  Tensor w = dropout_p > 0 ? dropout(weights, dropout_p, true) : weights;
+  return {matmul(w, v), weights};
+}
+
+MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, double p, bool bias)
+    : d_model(d), num_heads(h), d_k(h > 0 ? d / h : 0), attn_dropout(p) {
+  TG_CHECK(d > 0 && h > 0 && d % h == 0, "MultiHeadAttention",
+           "d_model ({}) must be a positive multiple of num_heads ({})", d, h);
+  TG_CHECK(p >= 0 && p < 1, "MultiHeadAttention", "attention dropout must be in [0, 1), got {}", p);
+  w_q = register_module("w_q", std::make_shared<Linear>(d, d, bias));
+  w_k = register_module("w_k", std::make_shared<Linear>(d, d, bias));
+  w_v = register_module("w_v", std::make_shared<Linear>(d, d, bias));
+  w_o = register_module("w_o", std::make_shared<Linear>(d, d, bias));
+  // As torch.nn.MultiheadAttention: Xavier-uniform projections, zero biases.
+  for (auto& lin : {w_q, w_k, w_v, w_o}) {
+    xavier_uniform_(lin->weight);
+    if (lin->bias.defined()) zeros_(lin->bias);
+  }
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask) {
+  return run(x_q, x_kv, mask, record_weights).output;
+}
+
+AttentionResult MultiHeadAttention::forward_with_weights(const Tensor& x_q, const Tensor& x_kv,
+                                                         const AttentionMask& mask) {
+  return run(x_q, x_kv, mask, true);
+}
+
+AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask,
+                                        bool need_weights) {
+  TG_CHECK(x_q.defined() && x_kv.defined() && x_q.dim() == 3 && x_kv.dim() == 3 && x_q.size(2) == d_model &&
+               x_kv.size(2) == d_model && x_q.size(0) == x_kv.size(0),
+           "MultiHeadAttention", "expects x_q [B, T, {0}] and x_kv [B, S, {0}], got {1} and {2}", d_model,
+           x_q.defined() ? x_q.shape() : Shape{}, x_kv.defined() ? x_kv.shape() : Shape{});
+  const int64_t B = x_q.size(0), T = x_q.size(1), S = x_kv.size(1);
+  // [B, L, D] -> [B, h, L, d_k]: head i is the i-th slice of width d_k of the projection.
+  auto split_heads = [&](const Tensor& x, int64_t L) { return x.reshape({B, L, num_heads, d_k}).permute({0, 2, 1, 3}); };
+
+  Tensor q = split_heads(w_q->forward(x_q), T);   // Q = X_q W_Q
+  Tensor k = split_heads(w_k->forward(x_kv), S);  // K = X_kv W_K
+  Tensor v = split_heads(w_v->forward(x_kv), S);  // V = X_kv W_V
+  double p = is_training() ? attn_dropout : 0.0;
+  AttentionResult heads = scaled_dot_product_attention(q, k, v, mask, need_weights, p, scale);
+  Tensor concat = heads.output.permute({0, 2, 1, 3}).reshape({B, T, d_model});  // Concat(head_1..head_h)
+  if (record_weights && heads.weights.defined()) last_weights = heads.weights.detach();
+  return {w_o->forward(concat), heads.weights};                                 // ... W_O
+}
+
+}  // namespace tg

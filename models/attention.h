@@ -1,0 +1,56 @@
+#pragma once
+// Attention, as in "Attention Is All You Need" (Vaswani et al., 2017), section 3.2.
+//
+//   Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V
+//   MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_O,  head_i = Attention(X_q W_Q_i, X_kv W_K_i, X_kv W_V_i)
+//
+// W_Q, W_K, W_V and W_O are four ordinary Linear layers: parameters like any other, randomly
+// initialised, reached by the same backward pass and updated by the same optimizer step as the
+// embedding table. The h heads are the h slices of width d_k = d_model / h of their outputs.
+#include <memory>
+
+#include "models/layers.h"
+#include "ops/attention.h"
+
+namespace tg {
+
+// Which keys each query may not see (true = hidden, as PyTorch's bool masks).
+struct AttentionMask {
+  bool causal = false;     // key j hidden from query i when j > i
+  Tensor key_padding = {}; // bool [B, S]: padded keys of each sequence
+  Tensor mask = {};        // any bool mask broadcastable to [B, heads, T, S]
+};
+
+// softmax(q kᵀ · scale + mask) v over q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]
+// (scale 0 means 1/√d_k; pass 1 to see what happens without the scaling). With need_weights (or
+// attention dropout in training) it is computed from generic ops and returns the weights
+// [..., T, S]; otherwise it runs the fused flash-attention kernel, which never stores them.
+// key_padding is only meaningful for 4-D [B, heads, T, d] inputs.
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMask& mask = {}, bool need_weights = false,
+                                             double dropout_p = 0.0, double scale = 0.0);
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t d_model, int64_t num_heads, double attn_dropout = 0.0, bool bias = true);
+
+  // Self-attention: forward(x, x, mask). Cross-attention: queries from the decoder (x_q [B, T, D]),
+  // keys and values from the encoder output (x_kv [B, S, D]). Returns [B, T, D].
+  Tensor forward(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask = {});
+  // The same, also returning the attention weights [B, heads, T, S].
+  AttentionResult forward_with_weights(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask = {});
+
+  std::string type_name() const override { return "MultiHeadAttention"; }
+  int64_t d_model, num_heads, d_k;
+  double attn_dropout;
+  // When set, every forward keeps its weights (detached) in last_weights: for attention maps.
+  bool record_weights = false;
+  Tensor last_weights;
+  double scale = 0.0;  // 0: 1/√d_k (the paper); other values for experiments
+  std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+
+ private:
+  AttentionResult run(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask, bool need_weights);
+};
+
+}  // namespace tg

@@ -1,0 +1,194 @@
+#include "models/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "graph/factory.h"
+#include "graph/node.h"
+#include "ops/ops.h"
+
+namespace tg {
+
+namespace {
+
+// Eval mode and no graph for the duration of a decode; the previous mode is restored.
+class InferenceScope {
+ public:
+  explicit InferenceScope(Module& m) : m_(m), was_training_(m.is_training()) { m.eval(); }
+  ~InferenceScope() { m_.train(was_training_); }
+
+ private:
+  NoGradGuard no_grad_;
+  Module& m_;
+  bool was_training_;
+};
+
+// Log-probabilities of the next token for every row: the last position of logits [B, T, V].
+std::vector<std::vector<double>> last_log_probs(const Tensor& logits) {
+  const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+  std::vector<double> lp = log_softmax(logits.narrow(1, T - 1, 1), -1).to_vector<double>();
+  std::vector<std::vector<double>> out(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) out[static_cast<size_t>(b)].assign(lp.begin() + b * V, lp.begin() + (b + 1) * V);
+  return out;
+}
+
+Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows) {
+  const int64_t B = static_cast<int64_t>(rows.size()), T = static_cast<int64_t>(rows[0].size());
+  std::vector<int64_t> flat;
+  flat.reserve(static_cast<size_t>(B * T));
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return from_vector(flat, {B, T});
+}
+
+void check_decode(const Transformer& model, const Tensor& src, const DecodeOptions& o, const char* who) {
+  TG_CHECK(src.defined() && src.dtype() == kInt64 && src.dim() == 2 && src.size(0) > 0 && src.size(1) > 0, who,
+           "expects int64 source ids [B, S]");
+  TG_CHECK(o.max_len > 0 && o.max_len < model.cfg.max_len, who, "max_len {} must be in [1, {})", o.max_len,
+           model.cfg.max_len);
+  TG_CHECK(o.bos >= 0 && o.bos < model.cfg.tgt_vocab && o.eos >= 0 && o.eos < model.cfg.tgt_vocab, who,
+           "bos {} and eos {} must be target ids below {}", o.bos, o.eos, model.cfg.tgt_vocab);
+}
+
+double length_norm(size_t len, double alpha) { return std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha); }
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Tensor& src, const DecodeOptions& o) {
+  check_decode(model, src, o, "greedy_decode");
+  InferenceScope scope(model);
+  const size_t B = static_cast<size_t>(src.size(0));
+  Tensor memory = model.encode(src);
+  std::vector<std::vector<int64_t>> ys(B, std::vector<int64_t>{o.bos});
+  std::vector<bool> done(B, false);
+  for (int64_t step = 0; step < o.max_len; ++step) {
+    auto lp = last_log_probs(model.decode(ids_tensor(ys), memory, src));
+    bool all_done = true;
+    for (size_t b = 0; b < B; ++b) {
+      int64_t next = done[b] ? o.eos : std::max_element(lp[b].begin(), lp[b].end()) - lp[b].begin();
+      ys[b].push_back(next);
+      if (next == o.eos) done[b] = true;
+      all_done = all_done && done[b];
+    }
+    if (all_done) break;
+  }
+  for (auto& y : ys) {
+    auto end = std::find(y.begin() + 1, y.end(), o.eos);
+    y = std::vector<int64_t>(y.begin() + 1, end);
+  }
+  return ys;
+}
+
+std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const DecodeOptions& o) {
+  check_decode(model, src, o, "beam_search");
+  TG_CHECK(src.size(0) == 1, "beam_search", "decodes one sentence at a time: src must be [1, S], got {}", src.shape());
+  TG_CHECK(o.beam_size >= 1, "beam_search", "beam_size must be >= 1, got {}", o.beam_size);
+  InferenceScope scope(model);
+  Tensor memory1 = model.encode(src);
+  struct Beam {
+    std::vector<int64_t> ys;  // with bos
+    double lp;
+  };
+  std::vector<Beam> alive{{{o.bos}, 0.0}};
+  std::vector<Hypothesis> finished;
+  const size_t K = static_cast<size_t>(o.beam_size);
+  for (int64_t step = 0; step < o.max_len && !alive.empty(); ++step) {
+    const int64_t nb = static_cast<int64_t>(alive.size());
+    std::vector<std::vector<int64_t>> rows;
+    for (const Beam& b : alive) rows.push_back(b.ys);
+    Tensor memory = nb == 1 ? memory1 : expand(memory1, {nb, -1, -1});
+    Tensor srcs = nb == 1 ? src : expand(src, {nb, -1});
+    auto lp = last_log_probs(model.decode(ids_tensor(rows), memory, srcs));
+    // The K best continuations over all beams.
+    struct Cand {
+      double lp;
+      size_t beam;
+      int64_t tok;
+    };
+    std::vector<Cand> cands;
+    for (size_t b = 0; b < alive.size(); ++b) {
+      std::vector<int64_t> idx(lp[b].size());
+      std::iota(idx.begin(), idx.end(), 0);
+      size_t take = std::min(K, idx.size());
+      std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(take), idx.end(),
+                        [&](int64_t x, int64_t y) { return lp[b][x] > lp[b][y]; });
+      for (size_t j = 0; j < take; ++j) cands.push_back({alive[b].lp + lp[b][idx[j]], b, idx[j]});
+    }
+    std::sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) { return x.lp > y.lp; });
+    std::vector<Beam> next;
+    for (const Cand& c : cands) {
+      if (next.size() >= K) break;
+      std::vector<int64_t> ys = alive[c.beam].ys;
+      if (c.tok == o.eos) {
+        std::vector<int64_t> toks(ys.begin() + 1, ys.end());
+        finished.push_back({toks, c.lp, c.lp / length_norm(toks.size() + 1, o.length_penalty), true});
+        continue;
+      }
+      ys.push_back(c.tok);
+      next.push_back({std::move(ys), c.lp});
+    }
+    alive = std::move(next);
+    // Stop once K hypotheses finished and no live beam can still beat the worst kept one
+    // (log-probabilities only fall; the length penalty is bounded by the max_len one).
+    if (finished.size() >= K) {
+      std::sort(finished.begin(), finished.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+      finished.resize(K);
+      double best_alive = alive.empty() ? -INFINITY : alive.front().lp / length_norm(static_cast<size_t>(o.max_len), o.length_penalty);
+      if (best_alive < finished.back().score) break;
+    }
+  }
+  for (const Beam& b : alive) {
+    std::vector<int64_t> toks(b.ys.begin() + 1, b.ys.end());
+    finished.push_back({toks, b.lp, b.lp / length_norm(toks.size(), o.length_penalty), false});
+  }
+  std::stable_sort(finished.begin(), finished.end(), [](const Hypothesis& x, const Hypothesis& y) {
+    if (x.finished != y.finished) return x.finished;  // a finished sentence beats a cut one
+    return x.score > y.score;
+  });
+  if (finished.size() > K) finished.resize(K);
+  return finished;
+}
+
+std::vector<int64_t> sample(DecoderLM& model, const std::vector<int64_t>& prompt, const SampleOptions& o, Generator& gen) {
+  TG_CHECK(!prompt.empty(), "sample", "the prompt must hold at least one token");
+  TG_CHECK(o.temperature > 0, "sample", "temperature must be > 0, got {}", o.temperature);
+  TG_CHECK(o.top_k >= 0 && o.max_new_tokens >= 0, "sample", "top_k ({}) and max_new_tokens ({}) must be >= 0", o.top_k,
+           o.max_new_tokens);
+  for (int64_t id : prompt)
+    TG_CHECK(id >= 0 && id < model.cfg.vocab, "sample", "prompt id {} is outside the vocabulary [0, {})", id, model.cfg.vocab);
+  InferenceScope scope(model);
+  std::vector<int64_t> seq = prompt, out;
+  for (int64_t i = 0; i < o.max_new_tokens; ++i) {
+    const size_t ctx = static_cast<size_t>(model.cfg.context);
+    std::vector<int64_t> window(seq.size() > ctx ? seq.end() - static_cast<std::ptrdiff_t>(ctx) : seq.begin(), seq.end());
+    Tensor logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}));
+    std::vector<double> lp = last_log_probs(logits)[0];
+    const size_t V = lp.size();
+    std::vector<double> w(V);
+    for (size_t v = 0; v < V; ++v) w[v] = lp[v] / o.temperature;
+    if (o.top_k > 0 && static_cast<size_t>(o.top_k) < V) {
+      std::vector<double> sorted = w;
+      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<double>());
+      double kth = sorted[static_cast<size_t>(o.top_k - 1)];
+      for (double& x : w)
+        if (x < kth) x = -INFINITY;
+    }
+    double mx = *std::max_element(w.begin(), w.end()), total = 0;
+    for (double& x : w) total += (x = std::exp(x - mx));
+    double r = gen.uniform() * total, acc = 0;
+    int64_t next = static_cast<int64_t>(V) - 1;
+    for (size_t v = 0; v < V; ++v) {
+      acc += w[v];
+      if (r < acc) {
+        next = static_cast<int64_t>(v);
+        break;
+      }
+    }
+    seq.push_back(next);
+    out.push_back(next);
+    if (next == o.stop_token) break;
+  }
+  return out;
+}
+
+}  // namespace tg

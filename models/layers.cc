@@ -1,0 +1,168 @@
+#include "models/layers.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/factory.h"
+#include "graph/node.h"
+#include "ops/ops.h"
+
+namespace tg {
+
+void uniform_(const Tensor& t, double low, double high) {
+  NoGradGuard ng;
+  t.detach().copy_(uniform(t.shape(), low, high, t.dtype()));
+}
+void normal_(const Tensor& t, double mean, double stddev) {
+  NoGradGuard ng;
+  t.detach().copy_(normal(t.shape(), mean, stddev, t.dtype()));
+}
+void zeros_(const Tensor& t) {
+  NoGradGuard ng;
+  t.detach().fill_(0);
+}
+void ones_(const Tensor& t) {
+  NoGradGuard ng;
+  t.detach().fill_(1);
+}
+
+static std::pair<double, double> fans(const Tensor& t, const char* op) {
+  TG_CHECK(t.dim() >= 2, op, "needs a tensor of rank >= 2 to compute fans, got shape {}", t.shape());
+  double receptive = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) receptive *= static_cast<double>(t.size(d));
+  return {static_cast<double>(t.size(1)) * receptive, static_cast<double>(t.size(0)) * receptive};
+}
+
+void xavier_uniform_(const Tensor& t, double gain) {
+  auto [fan_in, fan_out] = fans(t, "xavier_uniform_");
+  double a = gain * std::sqrt(6.0 / (fan_in + fan_out));
+  uniform_(t, -a, a);
+}
+
+void kaiming_uniform_default_(const Tensor& t) {
+  auto [fan_in, fan_out] = fans(t, "kaiming_uniform_");
+  double bound = 1.0 / std::sqrt(fan_in);  // gain sqrt(2 / (1 + 5)) * sqrt(3 / fan_in)
+  uniform_(t, -bound, bound);
+}
+
+// ---- Linear ----
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_features(out) {
+  TG_CHECK(in > 0 && out > 0, "Linear", "in_features ({}) and out_features ({}) must be positive", in, out);
+  weight = register_parameter("weight", empty({out, in}));
+  kaiming_uniform_default_(weight);
+  if (has_bias) {
+    bias = register_parameter("bias", empty({out}));
+    double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const { return forward(x, Activation::Identity); }
+
+Tensor Linear::forward(const Tensor& x, Activation act) const {
+  TG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear",
+           "input of shape {} does not end in in_features = {}", x.defined() ? x.shape() : Shape{}, in_features);
+  // All leading dims become rows of one GEMM: [N, in] x [out, in]ᵀ.
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({x.numel() / in_features, in_features});
+  Tensor y = matmul(x2, weight, false, true);
+  if (bias.defined()) {
+    y = bias_act(y, bias, act);
+  } else if (act == Activation::Relu) {
+    y = relu(y);
+  } else if (act == Activation::Gelu) {
+    y = gelu(y);
+  } else if (act == Activation::GeluTanh) {
+    y = gelu(y, GeluApprox::Tanh);
+  }
+  return x.dim() == 2 ? y : y.reshape(out_shape);
+}
+
+// ---- Embedding ----
+
+Embedding::Embedding(int64_t n, int64_t d, const EmbeddingOptions& opts)
+    : num_embeddings(n), dim(d), padding_idx(opts.padding_idx) {
+  TG_CHECK(n > 0 && d > 0, "Embedding", "num_embeddings ({}) and dim ({}) must be positive", n, d);
+  TG_CHECK(padding_idx < n, "Embedding", "padding_idx {} is out of range for {} embeddings", padding_idx, n);
+  weight = register_parameter("weight", empty({n, d}));
+  normal_(weight, 0.0, opts.init_std);
+  if (padding_idx >= 0) {  // the padding row starts at zero (tensors are contiguous: row p is one span)
+    float* row = weight.data<float>() + padding_idx * d;
+    std::fill(row, row + d, 0.0f);
+  }
+}
+
+std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& vectors, bool frozen, int64_t padding_idx) {
+  TG_CHECK(vectors.defined() && vectors.dim() == 2, "Embedding::from_pretrained",
+           "vectors must be a 2-D [n, dim] tensor, got shape {}", vectors.defined() ? vectors.shape() : Shape{});
+  auto e = std::make_shared<Embedding>(vectors.size(0), vectors.size(1), EmbeddingOptions{.padding_idx = padding_idx});
+  e->to(vectors.dtype());
+  {
+    NoGradGuard ng;
+    e->weight.copy_(vectors);
+  }
+  if (frozen) e->freeze();
+  return e;
+}
+
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids, padding_idx); }
+
+// ---- LayerNorm, Dropout ----
+
+LayerNorm::LayerNorm(int64_t d, double e) : dim(d), eps(e) {
+  TG_CHECK(d > 0, "LayerNorm", "dim must be positive, got {}", d);
+  weight = register_parameter("weight", ones({d}));
+  bias = register_parameter("bias", zeros({d}));
+}
+
+Dropout::Dropout(double prob) : p(prob) {
+  TG_CHECK(p >= 0 && p < 1, "Dropout", "probability must be in [0, 1), got {}", p);
+}
+
+// ---- Positional encodings ----
+
+Tensor SinusoidalPositionalEncoding::table(int64_t max_len, int64_t dim, DType dtype) {
+  std::vector<double> v(static_cast<size_t>(max_len * dim));
+  for (int64_t pos = 0; pos < max_len; ++pos)
+    for (int64_t i = 0; i < dim; i += 2) {
+      double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(i) / static_cast<double>(dim));
+      v[pos * dim + i] = std::sin(angle);
+      if (i + 1 < dim) v[pos * dim + i + 1] = std::cos(angle);
+    }
+  return from_vector(v, {max_len, dim}, dtype);
+}
+
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, int64_t len) : dim(d), max_len(len) {
+  TG_CHECK(d > 0 && len > 0, "SinusoidalPositionalEncoding", "dim ({}) and max_len ({}) must be positive", d, len);
+  pe64 = table(len, d, kFloat64);
+  pe = register_buffer("pe", pe64.to(kFloat32));
+}
+
+Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t start) const {
+  TG_CHECK(x.dim() >= 2 && x.size(-1) == dim, "SinusoidalPositionalEncoding",
+           "input of shape {} must be [..., T, {}]", x.shape(), dim);
+  int64_t T = x.size(-2);
+  TG_CHECK(start >= 0 && start + T <= max_len, "SinusoidalPositionalEncoding",
+           "positions {}..{} exceed max_len {}", start, start + T - 1, max_len);
+  // float64 inputs (gradient checks, PyTorch parity) read the table computed in float64.
+  return add(x, (x.dtype() == kFloat64 ? pe64 : pe).narrow(0, start, T));
+}
+
+LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t len, int64_t d, double init_std) : max_len(len), dim(d) {
+  TG_CHECK(d > 0 && len > 0, "LearnedPositionalEmbedding", "dim ({}) and max_len ({}) must be positive", d, len);
+  weight = register_parameter("weight", empty({len, d}));
+  normal_(weight, 0.0, init_std);
+}
+
+Tensor LearnedPositionalEmbedding::forward(const Tensor& x, int64_t start) const {
+  TG_CHECK(x.dim() >= 2 && x.size(-1) == dim, "LearnedPositionalEmbedding",
+           "input of shape {} must be [..., T, {}]", x.shape(), dim);
+  int64_t T = x.size(-2);
+  TG_CHECK(start >= 0 && start + T <= max_len, "LearnedPositionalEmbedding",
+           "positions {}..{} exceed max_len {}", start, start + T - 1, max_len);
+  return add(x, weight.narrow(0, start, T));
+}
+
+}  // namespace tg

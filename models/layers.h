@@ -1,0 +1,93 @@
+#pragma once
+// Basic layers: Linear, Embedding, LayerNorm, Dropout, positional encodings; and the initialisers
+// PyTorch uses (all drawing from tg::manual_seed's generator, so a seed fixes every weight).
+#include <cstdint>
+#include <memory>
+
+#include "models/module.h"
+#include "ops/nn.h"
+
+namespace tg {
+
+// In-place initialisers (no gradient is recorded).
+void uniform_(const Tensor& t, double low, double high);
+void normal_(const Tensor& t, double mean, double stddev);
+void zeros_(const Tensor& t);
+void ones_(const Tensor& t);
+// Glorot & Bengio: U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)); fans of a [out, in] matrix.
+void xavier_uniform_(const Tensor& t, double gain = 1.0);
+// PyTorch's default for Linear weights: kaiming_uniform_(a = sqrt(5)), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+void kaiming_uniform_default_(const Tensor& t);
+
+// y = x Wᵀ + b, W [out, in]; x [..., in] -> [..., out]. Initialised as torch.nn.Linear.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) const;
+  // act(x Wᵀ + b) with the bias and activation fused into one pass (the feed-forward's first half).
+  Tensor forward(const Tensor& x, Activation act) const;
+  std::string type_name() const override { return "Linear"; }
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when built without one
+};
+
+struct EmbeddingOptions {
+  int64_t padding_idx = -1;  // >= 0: that row starts at zero and never receives a gradient
+  double init_std = 1.0;     // N(0, init_std), as torch.nn.Embedding (init_std 1)
+};
+
+// A lookup table [num_embeddings, dim]: ids (int64, any shape) -> [..., dim].
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, const EmbeddingOptions& opts = {});
+  // Pretrained vectors [n, dim] (e.g. from word2vec); frozen: they are not trained.
+  static std::shared_ptr<Embedding> from_pretrained(const Tensor& vectors, bool frozen = true, int64_t padding_idx = -1);
+  Tensor forward(const Tensor& ids) const;
+  std::string type_name() const override { return "Embedding"; }
+  int64_t num_embeddings, dim, padding_idx;
+  Tensor weight;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const { return layer_norm(x, 1, weight, bias, eps); }
+  std::string type_name() const override { return "LayerNorm"; }
+  int64_t dim;
+  double eps;
+  Tensor weight, bias;
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.1);
+  Tensor forward(const Tensor& x) const { return p > 0 ? dropout(x, p, is_training()) : x; }
+  std::string type_name() const override { return "Dropout"; }
+  double p;
+};
+
+// The paper's fixed encoding: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same).
+// forward(x [B, T, d]) = x + PE[:T] (a buffer, not a parameter). start shifts the positions
+// (decoding one step at a time).
+class SinusoidalPositionalEncoding : public Module {
+ public:
+  SinusoidalPositionalEncoding(int64_t dim, int64_t max_len = 4096);
+  Tensor forward(const Tensor& x, int64_t start = 0) const;
+  std::string type_name() const override { return "SinusoidalPositionalEncoding"; }
+  static Tensor table(int64_t max_len, int64_t dim, DType dtype = kFloat32);
+  int64_t dim, max_len;
+  Tensor pe;    // float32 (or what to() made it)
+  Tensor pe64;  // the same in float64, for float64 inputs
+};
+
+// Learned absolute positions (GPT, BERT): forward(x [B, T, d]) = x + P[start : start + T].
+class LearnedPositionalEmbedding : public Module {
+ public:
+  LearnedPositionalEmbedding(int64_t max_len, int64_t dim, double init_std = 0.02);
+  Tensor forward(const Tensor& x, int64_t start = 0) const;
+  std::string type_name() const override { return "LearnedPositionalEmbedding"; }
+  int64_t max_len, dim;
+  Tensor weight;
+};
+
+}  // namespace tg

@@ -1,0 +1,123 @@
+#pragma once
+// Module: the base of every layer and model. It registers parameters and child modules by name,
+// so that every weight has a PyTorch-style hierarchical name
+// (`encoder.layers.0.self_attn.w_q.weight`) used by state dicts, checkpoints and optimizers.
+//
+//   struct Mlp : tg::Module {
+//     std::shared_ptr<tg::Linear> fc1 = register_module("fc1", std::make_shared<tg::Linear>(4, 16));
+//     std::shared_ptr<tg::Linear> fc2 = register_module("fc2", std::make_shared<tg::Linear>(16, 1));
+//     tg::Tensor forward(const tg::Tensor& x) { return fc2->forward(tg::relu(fc1->forward(x))); }
+//   };
+//
+// Parameters are ordinary leaf tensors with requires_grad: the model's code reads them, the
+// backward engine fills their .grad(), an optimizer updates them in place. Nothing else is special.
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/tensor.h"
+
+namespace tg {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// An ordered name -> tensor map (the order is registration order, as PyTorch's OrderedDict).
+class StateDict {
+ public:
+  void insert(std::string name, Tensor t);
+  bool contains(const std::string& name) const { return index_.count(name) != 0; }
+  const Tensor& at(const std::string& name) const;  // tg::Error naming the key when absent
+  const NamedTensors& items() const { return items_; }
+  size_t size() const { return items_.size(); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  NamedTensors items_;
+  std::map<std::string, size_t> index_;
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Registration: the tensor becomes a leaf that requires grad (a parameter); buffers (constant
+  // tables such as the sinusoidal positions) are moved by to() but neither trained nor saved.
+  Tensor register_parameter(const std::string& name, Tensor t);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+
+  // Every parameter under this module, by hierarchical name. A tensor registered twice (weight
+  // tying) appears once, under the first name, as in PyTorch.
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<Tensor> trainable_parameters() const;  // those that require grad (not frozen)
+  int64_t num_parameters(bool trainable_only = false) const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  std::shared_ptr<Module> child(const std::string& dotted_name) const;  // "encoder.layers.0"
+
+  // Training mode (dropout active) for this module and every descendant.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  void zero_grad();  // drops every parameter's gradient (set_to_none, as PyTorch's default)
+  // Freezing: the parameters stop requiring grad (no gradient is computed or applied). On the
+  // whole subtree, or on one parameter by its name relative to this module.
+  void freeze(bool frozen = true);
+  void unfreeze() { freeze(false); }
+  void freeze_parameter(const std::string& name, bool frozen = true);
+
+  // Moves every parameter and buffer to a dtype in place (the tensors keep their identity, so
+  // optimizers built before and tied weights stay valid). Used to run a model in float64.
+  void to(DType dtype);
+
+  // State dict: the parameters by name (the same tensors, sharing storage). load_state_dict
+  // copies values in; with strict, a missing or unexpected name is an error; a wrong shape always is.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& sd, bool strict = true);
+
+  // A table: every parameter's name, shape, count and whether it trains, then the totals.
+  std::string summary() const;
+  virtual std::string type_name() const { return "Module"; }
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+
+ private:
+  void collect(const std::string& prefix, NamedTensors& out, std::vector<const TensorImpl*>& seen) const;
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// An indexed list of modules, named "0", "1", ... (as torch.nn.ModuleList).
+template <class M>
+class ModuleList : public Module {
+ public:
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+    items_.push_back(m);
+    add_child(std::to_string(items_.size() - 1), m);
+    return m;
+  }
+  size_t size() const { return items_.size(); }
+  const std::shared_ptr<M>& operator[](size_t i) const { return items_.at(i); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+  std::string type_name() const override { return "ModuleList"; }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
+};
+
+}  // namespace tg

@@ -1,0 +1,108 @@
+#pragma once
+// word2vec (Mikolov et al., 2013): skip-gram and CBOW with negative sampling, built on the
+// framework's ops — row lookups (index_select), the fused negative_sampling_loss op, the backward
+// engine — with sparse updates: each batch changes only the rows it used (index_add_), so a step
+// costs in proportion to the batch, not the vocabulary.
+//
+// As the original: a unigram^0.75 noise table, subsampling of frequent words
+// (keep probability (sqrt(f / (s N)) + 1) (s N) / f), a window shrunk at random per word, and a
+// learning rate decaying linearly to alpha * 1e-4 over all epochs.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include "graph/tensor.h"
+
+namespace tg {
+
+class Vocabulary {
+ public:
+  // Words seen at least min_count times, most frequent first (ties in first-seen order).
+  static Vocabulary build(const std::vector<std::string>& tokens, int64_t min_count = 5);
+  static Vocabulary from_words(std::vector<std::string> words, std::vector<int64_t> counts);
+  int64_t id(const std::string& word) const;  // -1 when absent
+  const std::string& word(int64_t id) const { return words_.at(static_cast<size_t>(id)); }
+  int64_t count(int64_t id) const { return counts_.at(static_cast<size_t>(id)); }
+  int64_t size() const { return static_cast<int64_t>(words_.size()); }
+  int64_t total() const { return total_; }  // tokens covered by the vocabulary
+  // The ids of tokens, dropping out-of-vocabulary words.
+  std::vector<int64_t> encode(const std::vector<std::string>& tokens) const;
+  const std::vector<std::string>& words() const { return words_; }
+
+ private:
+  std::vector<std::string> words_;
+  std::vector<int64_t> counts_;
+  absl::flat_hash_map<std::string, int64_t> index_;
+  int64_t total_ = 0;
+};
+
+// Splits text on whitespace (what the original word2vec does; lower-case beforehand if wanted).
+std::vector<std::string> whitespace_tokens(const std::string& text, bool lowercase = false);
+
+struct Word2VecOptions {
+  bool cbow = false;       // false: skip-gram
+  int64_t dim = 100;
+  int64_t window = 5;
+  int64_t negative = 5;
+  double sample = 1e-3;    // subsampling threshold (0: off)
+  int64_t epochs = 5;
+  double alpha = -1;       // starting learning rate; < 0: 0.025 for skip-gram, 0.05 for CBOW
+  int64_t batch = 1024;    // (centre, context) pairs per step
+  uint64_t seed = 1;
+};
+
+struct Word2VecProgress {
+  int64_t words_done, words_total;
+  double alpha, loss;  // mean loss per pair since the last report
+};
+
+class Word2Vec {
+ public:
+  Word2Vec(Vocabulary vocab, const Word2VecOptions& opts = {});
+  // corpus: word ids (from vocab), sentences separated by -1 (a window never crosses one).
+  // on_progress is called about every 10,000 words.
+  void train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress = {});
+
+  const Vocabulary& vocab() const { return vocab_; }
+  const Word2VecOptions& options() const { return opts_; }
+  // The word vectors [V, dim] (the input embeddings, as the original writes them).
+  const Tensor& vectors() const { return in_; }
+  const Tensor& output_vectors() const { return out_; }
+  int64_t words_trained() const { return words_trained_; }  // corpus words processed, all epochs
+
+  // Nearest words by cosine similarity (the query words excluded).
+  std::vector<std::pair<std::string, double>> most_similar(const std::string& word, int64_t k = 10) const;
+  // Analogy: positive - negative (e.g. {"king", "woman"} - {"man"} -> "queen").
+  std::vector<std::pair<std::string, double>> most_similar(const std::vector<std::string>& positive,
+                                                           const std::vector<std::string>& negative,
+                                                           int64_t k = 10) const;
+  double similarity(const std::string& a, const std::string& b) const;  // cosine; tg::Error for unknown words
+
+  // The original word2vec formats: "V dim\n" then per word "word v1 ... vdim\n" (text) or
+  // "word " + dim little-endian float32 + "\n" (binary). Written atomically.
+  absl::Status save(const std::string& path, bool binary = false) const;
+
+  // Used by the loaders: a model from existing vectors.
+  Word2Vec(Vocabulary vocab, Tensor vectors);
+
+ private:
+  Tensor unit_rows() const;  // rows scaled to unit length (cached lazily is not worth it)
+  std::vector<std::pair<std::string, double>> nearest(const std::vector<float>& query,
+                                                      const std::vector<int64_t>& exclude, int64_t k) const;
+  Vocabulary vocab_;
+  Word2VecOptions opts_;
+  Tensor in_, out_;
+  int64_t words_trained_ = 0;
+};
+
+// Reads vectors in either original format (detected from the bytes), validating counts, sizes and
+// numbers; a truncated or corrupt file gives a message naming the line or word.
+absl::StatusOr<Word2Vec> load_word2vec(const std::string& path);
+
+}  // namespace tg

@@ -1,0 +1,169 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "graph/factory.h"
+#include "graph/node.h"
+#include "ops/kernels/optim.h"
+#include "ops/ops.h"
+
+namespace tg {
+
+namespace k = kernels;
+
+namespace {
+// The gradient in the parameter's dtype (a copy only when they differ).
+Tensor grad_as(const Tensor& p) {
+  Tensor g = p.grad();
+  return g.dtype() == p.dtype() ? g : g.to(p.dtype());
+}
+}  // namespace
+
+Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)), lr_(lr) {
+  TG_CHECK(lr >= 0, "Optimizer", "learning rate must be >= 0, got {}", lr);
+  for (auto& [n, p] : params_) {
+    TG_CHECK(p.defined() && p.is_leaf() && (p.dtype() == kFloat32 || p.dtype() == kFloat64), "Optimizer",
+             "parameter '{}' must be a float leaf tensor", n);
+  }
+  buffers_.resize(params_.size());
+}
+
+void Optimizer::zero_grad() {
+  for (auto& [n, p] : params_) p.zero_grad();
+}
+
+Tensor& Optimizer::buffer(size_t i, int slot) {
+  auto& slots = buffers_[i];
+  if (slots.size() <= static_cast<size_t>(slot)) slots.resize(static_cast<size_t>(slot) + 1);
+  return slots[static_cast<size_t>(slot)];
+}
+
+StateDict Optimizer::state() const {
+  StateDict sd;
+  sd.insert("step", full({}, static_cast<double>(steps_), kInt64));
+  std::vector<std::string> slots = slot_names();
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (size_t s = 0; s < buffers_[i].size() && s < slots.size(); ++s)
+      if (buffers_[i][s].defined()) sd.insert(params_[i].first + "." + slots[s], buffers_[i][s]);
+  return sd;
+}
+
+void Optimizer::load_state(const StateDict& sd) {
+  TG_CHECK(sd.contains("step"), "Optimizer::load_state", "{} state has no 'step' entry", type_name());
+  std::vector<std::string> slots = slot_names();
+  // Check everything first: a failed load leaves the optimizer as it was.
+  size_t used = 1;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (size_t s = 0; s < slots.size(); ++s) {
+      std::string key = params_[i].first + "." + slots[s];
+      if (!sd.contains(key)) continue;
+      ++used;
+      TG_CHECK(sd.at(key).shape() == params_[i].second.shape(), "Optimizer::load_state",
+               "'{}' has shape {}, the parameter has {}", key, sd.at(key).shape(), params_[i].second.shape());
+    }
+  TG_CHECK(used == sd.size(), "Optimizer::load_state",
+           "{} of {} state entries match no parameter of this {} (different model or optimizer?)", sd.size() - used,
+           sd.size(), type_name());
+  steps_ = static_cast<int64_t>(sd.at("step").item());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    buffers_[i].clear();
+    for (size_t s = 0; s < slots.size(); ++s) {
+      std::string key = params_[i].first + "." + slots[s];
+      if (sd.contains(key)) buffer(i, static_cast<int>(s)) = sd.at(key).to(params_[i].second.dtype()).detach();
+    }
+  }
+}
+
+// ---- SGD ----
+
+SGD::SGD(NamedTensors params, const SGDOptions& o) : Optimizer(std::move(params), o.lr), opts(o) {
+  TG_CHECK(o.momentum >= 0 && o.weight_decay >= 0, "SGD", "momentum ({}) and weight_decay ({}) must be >= 0",
+           o.momentum, o.weight_decay);
+  TG_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD",
+           "Nesterov momentum needs momentum > 0 and dampening 0 (got {} and {})", o.momentum, o.dampening);
+}
+
+void SGD::step() {
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const bool has_momentum = opts.momentum != 0;
+    bool first = false;
+    if (has_momentum && !buffer(i, 0).defined()) {
+      buffer(i, 0) = zeros(p.shape(), p.dtype());
+      first = true;
+    }
+    dispatch_float(p.dtype(), "SGD", [&](auto tag) {
+      using T = decltype(tag);
+      T* buf = has_momentum ? buffer(i, 0).template data<T>() : nullptr;
+      k::sgd_update<T>(p.data<T>(), grad_as(p).template data<T>(), buf, p.numel(), T(lr_), T(opts.weight_decay),
+                       T(opts.momentum), T(opts.dampening), opts.nesterov, first);
+    });
+  }
+}
+
+// ---- Adam, AdamW ----
+
+Adam::Adam(NamedTensors params, const AdamOptions& o) : Adam(std::move(params), o, false) {}
+
+Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
+    : Optimizer(std::move(params), o.lr), opts(o), decoupled_(decoupled) {
+  TG_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps >= 0 && o.weight_decay >= 0,
+           decoupled ? "AdamW" : "Adam", "invalid options: betas ({}, {}) must be in [0, 1), eps {} and weight_decay {} >= 0",
+           o.beta1, o.beta2, o.eps, o.weight_decay);
+}
+
+AdamW::AdamW(NamedTensors params, const AdamOptions& o) : Adam(std::move(params), o, true) {}
+
+void Adam::step() {
+  ++steps_;
+  const double t = static_cast<double>(steps_);
+  const double bc1 = 1 - std::pow(opts.beta1, t), bc2 = 1 - std::pow(opts.beta2, t);
+  const double step_size = lr_ / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
+  const double wd_l2 = decoupled_ ? 0.0 : opts.weight_decay;
+  const double decay = decoupled_ ? 1 - lr_ * opts.weight_decay : 1.0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!buffer(i, 0).defined()) {
+      buffer(i, 0) = zeros(p.shape(), p.dtype());
+      buffer(i, 1) = zeros(p.shape(), p.dtype());
+    }
+    dispatch_float(p.dtype(), type_name().c_str(), [&](auto tag) {
+      using T = decltype(tag);
+      k::adam_update<T>(p.data<T>(), grad_as(p).template data<T>(), buffer(i, 0).template data<T>(),
+                        buffer(i, 1).template data<T>(), p.numel(), T(opts.beta1), T(opts.beta2), T(opts.eps),
+                        T(step_size), T(inv_sqrt_bc2), T(wd_l2), T(decay));
+    });
+  }
+}
+
+// ---- Clipping ----
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  TG_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got {}", max_norm);
+  double total = 0;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      total += k::sum_squares<T>(g.data<T>(), g.numel());
+    });
+  }
+  total = std::sqrt(total);
+  double coef = max_norm / (total + 1e-6);
+  if (coef < 1) {
+    NoGradGuard ng;
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) g.mul_(coef);
+    }
+  }
+  return total;
+}
+
+}  // namespace tg

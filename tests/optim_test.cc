@@ -1,0 +1,155 @@
+// Optimizers against torch.optim trajectories (tests/golden/optim.safetensors), clipping,
+// schedules, optimizer state round trips.
+#include <cmath>
+#include <string>
+
+#include "test_util.h"
+
+namespace tgt {
+namespace {
+
+tg::SafetensorsFile optim_golden() {
+  auto f = tg::load_safetensors(std::string(TG_TEST_DATA_DIR) + "/golden/optim.safetensors");
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  return *f;
+}
+
+double meta(const tg::SafetensorsFile& f, const std::string& key) {
+  auto it = f.metadata.find(key);
+  EXPECT_NE(it, f.metadata.end()) << key;
+  return it == f.metadata.end() ? 0 : std::stod(it->second);
+}
+
+// 20 steps on loss(w) = sum(sin(w) c + w² d), compared with torch.optim after every step.
+void run_trajectory(const std::string& cfg, const std::function<std::unique_ptr<tg::Optimizer>(tg::NamedTensors)>& make) {
+  auto f = optim_golden();
+  Tensor w = f.tensors.at("w0").clone().requires_grad_();
+  const Tensor& c = f.tensors.at("c");
+  const Tensor& d = f.tensors.at("d");
+  auto opt = make({{"w", w}});
+  for (int step = 1; step <= 20; ++step) {
+    opt->zero_grad();
+    (tg::sin(w) * c + w * w * d).sum().backward();
+    opt->step();
+    ASSERT_TRUE(close(w, f.tensors.at(cfg + ".step" + std::to_string(step)), 1e-6, 1e-9)) << cfg << " step " << step;
+  }
+}
+
+TEST(Optim, SgdMatchesTorch) {
+  auto f = optim_golden();
+  run_trajectory("sgd", [&](tg::NamedTensors p) { return std::make_unique<tg::SGD>(p, tg::SGDOptions{.lr = meta(f, "sgd.lr")}); });
+  for (std::string cfg : {"sgd_momentum", "sgd_nesterov"})
+    run_trajectory(cfg, [&](tg::NamedTensors p) {
+      return std::make_unique<tg::SGD>(p, tg::SGDOptions{.lr = meta(f, cfg + ".lr"),
+                                                         .momentum = meta(f, cfg + ".momentum"),
+                                                         .dampening = meta(f, cfg + ".dampening"),
+                                                         .weight_decay = meta(f, cfg + ".weight_decay"),
+                                                         .nesterov = cfg == "sgd_nesterov"});
+    });
+}
+
+TEST(Optim, AdamAndAdamWMatchTorch) {
+  auto f = optim_golden();
+  auto opts = [&](const std::string& cfg) {
+    return tg::AdamOptions{.lr = meta(f, cfg + ".lr"), .beta1 = meta(f, cfg + ".beta1"), .beta2 = meta(f, cfg + ".beta2"),
+                           .eps = meta(f, cfg + ".eps"), .weight_decay = meta(f, cfg + ".weight_decay")};
+  };
+  for (std::string cfg : {"adam", "adam_wd"})
+    run_trajectory(cfg, [&](tg::NamedTensors p) { return std::make_unique<tg::Adam>(p, opts(cfg)); });
+  run_trajectory("adamw", [&](tg::NamedTensors p) { return std::make_unique<tg::AdamW>(p, opts("adamw")); });
+}
+
+TEST(Optim, Float32UsesTheSameKernel) {  // long enough for the vector body and the tail
+  Tensor a = tg::randn({1000}).requires_grad_();
+  Tensor b = a.detach().to(tg::kFloat64).requires_grad_();
+  tg::AdamW oa({{"a", a}}, {.lr = 0.01}), ob({{"b", b}}, {.lr = 0.01});
+  for (int i = 0; i < 5; ++i) {
+    oa.zero_grad();
+    ob.zero_grad();
+    (a * a * a).sum().backward();
+    (b * b * b).sum().backward();
+    oa.step();
+    ob.step();
+  }
+  EXPECT_TRUE(close(a, b, 1e-5, 1e-6));
+}
+
+TEST(Optim, SkipsParametersWithoutGradient) {
+  Tensor w = tg::ones({3}).requires_grad_(), frozen = tg::ones({3}).requires_grad_();
+  tg::Adam opt({{"w", w}, {"frozen", frozen}}, {.lr = 0.1});
+  (w * 2.0).sum().backward();
+  opt.step();
+  EXPECT_TRUE(close(frozen, tg::ones({3}), 0, 0));
+  EXPECT_FALSE(close(w, tg::ones({3}), 0, 0));
+  EXPECT_EQ(opt.state().size(), 3u);  // step + w's two moments
+}
+
+TEST(Optim, ClipGradNorm) {
+  Tensor a = tg::zeros({2}).requires_grad_(), b = tg::zeros({1}).requires_grad_();
+  a.set_grad(tg::tensor({3, 0}));
+  b.set_grad(tg::tensor({4}));
+  EXPECT_NEAR(tg::clip_grad_norm({a, b}, 1.0), 5.0, 1e-9);
+  EXPECT_TRUE(close(a.grad(), std::vector<double>{0.6, 0}, 1e-5));
+  EXPECT_TRUE(close(b.grad(), std::vector<double>{0.8}, 1e-5));
+  EXPECT_NEAR(tg::clip_grad_norm({a, b}, 10.0), 1.0, 1e-5);  // below the limit: unchanged
+  EXPECT_TRUE(close(b.grad(), std::vector<double>{0.8}, 1e-5));
+  EXPECT_TRUE(throws_with([&] { tg::clip_grad_norm({a}, 0); }, {"max_norm must be > 0"}));
+}
+
+TEST(Optim, Schedules) {
+  tg::NoamSchedule noam{.d_model = 512, .warmup = 4000};
+  EXPECT_NEAR(noam(1), std::pow(512, -0.5) * std::pow(4000, -1.5), 1e-15);
+  EXPECT_NEAR(noam(4000), std::pow(512, -0.5) * std::pow(4000, -0.5), 1e-15);  // the peak
+  EXPECT_NEAR(noam(16000), std::pow(512, -0.5) * std::pow(16000, -0.5), 1e-15);
+  EXPECT_LT(noam(3999), noam(4000));
+  EXPECT_LT(noam(4001), noam(4000));
+  tg::WarmupCosineSchedule cos{.peak = 1.0, .warmup = 10, .total = 110, .min_lr = 0.1};
+  EXPECT_NEAR(cos(5), 0.5, 1e-12);
+  EXPECT_NEAR(cos(10), 1.0, 1e-12);
+  EXPECT_NEAR(cos(60), 0.55, 1e-12);  // half way: the mean of peak and floor
+  EXPECT_NEAR(cos(110), 0.1, 1e-12);
+  EXPECT_NEAR(cos(500), 0.1, 1e-12);
+  tg::StepSchedule st{.base = 1.0, .step_size = 10, .gamma = 0.5};
+  EXPECT_EQ(st(1), 1.0);
+  EXPECT_EQ(st(10), 1.0);
+  EXPECT_EQ(st(11), 0.5);
+  EXPECT_EQ(st(25), 0.25);
+  EXPECT_TRUE(throws_with([&] { noam(0); }, {"NoamSchedule", "step (0)"}));
+}
+
+TEST(Optim, StateRoundTripContinuesIdentically) {
+  auto make = [] { return tg::randn({5, 4}, tg::kFloat32); };
+  tg::manual_seed(9);
+  Tensor w1 = make().requires_grad_();
+  Tensor w2 = w1.detach().clone().requires_grad_();
+  tg::Adam a({{"w", w1}}, {.lr = 0.05}), b({{"w", w2}}, {.lr = 0.05});
+  auto step = [](tg::Optimizer& o, const Tensor& w) {
+    o.zero_grad();
+    (tg::tanh(w) * w).sum().backward();
+    o.step();
+  };
+  for (int i = 0; i < 3; ++i) step(a, w1), step(b, w2);
+  tg::Adam c({{"w", w2}}, {.lr = 0.05});
+  c.load_state(b.state());
+  EXPECT_EQ(c.steps(), 3);
+  for (int i = 0; i < 3; ++i) step(a, w1), step(c, w2);
+  EXPECT_TRUE(close(w2, w1, 0, 0));
+  tg::StateDict bad;
+  bad.insert("step", tg::full({}, 1, tg::kInt64));
+  bad.insert("w.exp_avg", tg::zeros({3}));
+  EXPECT_TRUE(throws_with([&] { c.load_state(bad); }, {"'w.exp_avg' has shape [3]"}));
+  tg::StateDict other;
+  other.insert("step", tg::full({}, 1, tg::kInt64));
+  other.insert("v.exp_avg", tg::zeros({5, 4}));
+  EXPECT_TRUE(throws_with([&] { c.load_state(other); }, {"1 of 2 state entries match no parameter"}));
+}
+
+TEST(Optim, OptionErrors) {
+  Tensor w = tg::ones({2}).requires_grad_();
+  EXPECT_TRUE(throws_with([&] { tg::SGD({{"w", w}}, {.lr = 0.1, .nesterov = true}); }, {"Nesterov", "momentum > 0"}));
+  EXPECT_TRUE(throws_with([&] { tg::Adam({{"w", w}}, {.beta1 = 1.0}); }, {"betas (1, 0.999)"}));
+  EXPECT_TRUE(throws_with([&] { tg::SGD({{"w", w}}, {.lr = -1}); }, {"learning rate must be >= 0"}));
+}
+
+}  // namespace
+}  // namespace tgt
