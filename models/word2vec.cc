@@ -320,8 +320,7 @@ absl::Status corrupt(const std::string& path, const std::string& what) {
 }
 
 bool is_text_number_byte(unsigned char c) {
-  return std::isdigit(c) || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E' || c == ' ' || c == '\t' ||
-         c == '\n' || c == '\r' || c == 'n' || c == 'a' || c == 'i' || c == 'f';
+  return std::isalnum(c) || c == '.' || c == '-' || c == '+' || c == ' ' || c == '\t' || c == '\r';
 }
 
 }  // namespace
@@ -337,13 +336,20 @@ absl::StatusOr<Word2Vec> load_word2vec(const std::string& path) {
   if (std::sscanf(s.substr(0, nl).c_str(), "%lld %lld %c", &V, &D, &extra) != 2 || V <= 0 || D <= 0 ||
       V > 100'000'000 || D > 100'000)
     return corrupt(path, fmt::format("bad header line '{}' (expected two positive counts)", s.substr(0, std::min<size_t>(nl, 60))));
-  // Binary or text: look at the bytes after the first word.
+  // Text or binary: text when the first entry's line is a word and dim fields made only of the
+  // characters numbers are written with.
   size_t pos = nl + 1;
-  size_t sp = s.find(' ', pos);
-  bool binary = false;
-  if (sp != std::string::npos) {
-    size_t end = std::min(s.size(), sp + 1 + static_cast<size_t>(D) * 4);
-    for (size_t i = sp + 1; i < end && !binary; ++i) binary = !is_text_number_byte(static_cast<unsigned char>(s[i]));
+  bool binary = true;
+  {
+    size_t e = s.find('\n', pos);
+    std::string line = s.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
+    std::vector<std::string> tok = whitespace_tokens(line);
+    if (static_cast<long long>(tok.size()) == D + 1) {
+      size_t first_end = line.find(tok[0]) + tok[0].size();
+      binary = false;
+      for (size_t i = first_end; i < line.size() && !binary; ++i)
+        binary = !is_text_number_byte(static_cast<unsigned char>(line[i]));
+    }
   }
   std::vector<std::string> words;
   std::vector<float> data;

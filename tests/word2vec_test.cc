@@ -1,0 +1,211 @@
+// word2vec: the fused negative-sampling loss (gradient checked), sparse row updates, training on a
+// small built-in text (related words end up nearer than unrelated ones), and the original file
+// formats.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "test_util.h"
+
+namespace tgt {
+namespace {
+
+TEST(Word2VecOp, NegativeSamplingLossForward) {
+  Tensor u = tg::randn({3, 4}, tg::kFloat64), v = tg::randn({3, 3, 4}, tg::kFloat64);
+  Tensor s = tg::matmul(v, u.unsqueeze(2)).squeeze(2);  // [3, 3]
+  auto sv = s.to_vector<double>();
+  std::vector<double> rows(3, 0.0);
+  for (int b = 0; b < 3; ++b)
+    for (int c = 0; c < 3; ++c) {
+      double x = c == 0 ? sv[b * 3 + c] : -sv[b * 3 + c];
+      rows[b] += -std::log(1 / (1 + std::exp(-x)));
+    }
+  EXPECT_TRUE(close(tg::negative_sampling_loss(u, v, tg::Reduction::None), rows, 1e-12));
+  EXPECT_NEAR(tg::negative_sampling_loss(u, v).item(), rows[0] + rows[1] + rows[2], 1e-12);
+  EXPECT_NEAR(tg::negative_sampling_loss(u, v, tg::Reduction::Mean).item(), (rows[0] + rows[1] + rows[2]) / 3, 1e-12);
+  // Large scores stay finite (log-sigmoid computed stably).
+  Tensor big = tg::full({1, 2, 1}, 1000.0, tg::kFloat64);
+  EXPECT_NEAR(tg::negative_sampling_loss(tg::ones({1, 1}, tg::kFloat64), big).item(), 1000.0, 1e-9);
+}
+
+TEST(Word2VecOp, NegativeSamplingLossGradcheck) {
+  for (auto red : {tg::Reduction::Sum, tg::Reduction::Mean, tg::Reduction::None}) {
+    Tensor u = leaf({4, 5}), v = leaf({4, 3, 5});
+    auto fn = [red](const std::vector<Tensor>& in) { return tg::negative_sampling_loss(in[0], in[1], red); };
+    EXPECT_TRUE(gradcheck_ok(fn, {u, v}));
+    EXPECT_TRUE(gradgradcheck_ok(fn, {u, v}));
+  }
+  // float32 path: vector body and tail (D = 37), threaded over many rows.
+  Tensor u = tg::randn({300, 37}).requires_grad_(), v = tg::randn({300, 6, 37}).requires_grad_();
+  Tensor u64 = u.detach().to(tg::kFloat64).requires_grad_(), v64 = v.detach().to(tg::kFloat64).requires_grad_();
+  tg::negative_sampling_loss(u, v).backward();
+  tg::negative_sampling_loss(u64, v64).backward();
+  EXPECT_TRUE(close(u.grad(), u64.grad(), 1e-4, 1e-5));
+  EXPECT_TRUE(close(v.grad(), v64.grad(), 1e-4, 1e-5));
+}
+
+TEST(Word2VecOp, Errors) {
+  EXPECT_TRUE(throws_with([] { tg::negative_sampling_loss(tg::zeros({2, 3}), tg::zeros({2, 4, 4})); },
+                          {"negative_sampling_loss", "[2, 3]", "[2, 4, 4]"}));
+  EXPECT_TRUE(throws_with([] { tg::negative_sampling_loss(tg::zeros({2, 3}), tg::zeros({2, 4, 3}, tg::kFloat64)); },
+                          {"one dtype"}));
+}
+
+TEST(Word2VecOp, IndexAddInPlaceTouchesOnlyGivenRows) {
+  Tensor table = tg::zeros({6, 3});
+  Tensor ids = tg::tensor({4, 1, 4}).to(tg::kInt64);
+  tg::index_add_(table, 0, ids, tg::ones({3, 3}), -0.5);
+  auto t = table.to_vector<double>();
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(t[r * 3 + c], r == 4 ? -1.0 : r == 1 ? -0.5 : 0.0);
+  Tensor p = tg::zeros({6, 3}).requires_grad_();
+  EXPECT_TRUE(throws_with([&] { tg::index_add_(p, 0, ids, tg::ones({3, 3})); }, {"index_add_", "requires grad"}));
+  EXPECT_TRUE(throws_with([&] { tg::index_add_(table, 0, tg::tensor({6}).to(tg::kInt64), tg::ones({1, 3})); }, {"index_add_", "6"}));
+}
+
+// A small built-in text: three topics, each with its own words, sharing the function words.
+std::string topic_text(uint64_t seed, int sentences) {
+  const std::vector<std::vector<std::string>> topics = {
+      {"king", "queen", "prince", "princess", "crown", "throne", "palace", "royal"},
+      {"dog", "cat", "horse", "cow", "sheep", "farm", "barn", "puppy"},
+      {"bread", "cheese", "apple", "soup", "kitchen", "cook", "butter", "meal"}};
+  const std::vector<std::string> fillers = {"the", "a", "in", "on", "with", "and", "of", "was"};
+  tg::Generator g(seed);
+  std::string text;
+  for (int s = 0; s < sentences; ++s) {
+    const auto& t = topics[g.next_u64() % topics.size()];
+    for (int w = 0; w < 10; ++w) {
+      text += (w % 2 == 0) ? t[g.next_u64() % t.size()] : fillers[g.next_u64() % fillers.size()];
+      text += ' ';
+    }
+    text += '\n';
+  }
+  return text;
+}
+
+std::vector<int64_t> corpus_with_sentences(const tg::Vocabulary& vocab, const std::string& text) {
+  std::vector<int64_t> corpus;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    auto ids = vocab.encode(tg::whitespace_tokens(text.substr(start, nl - start)));
+    corpus.insert(corpus.end(), ids.begin(), ids.end());
+    corpus.push_back(-1);
+    start = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  return corpus;
+}
+
+void expect_topics_separate(const tg::Word2Vec& w2v) {
+  const std::vector<std::pair<std::string, std::string>> related = {{"king", "queen"}, {"dog", "cat"}, {"bread", "cheese"},
+                                                                    {"prince", "throne"}, {"horse", "barn"}};
+  const std::vector<std::pair<std::string, std::string>> unrelated = {{"king", "cat"}, {"dog", "cheese"}, {"bread", "queen"},
+                                                                      {"prince", "barn"}, {"horse", "soup"}};
+  for (size_t i = 0; i < related.size(); ++i) {
+    double r = w2v.similarity(related[i].first, related[i].second);
+    double u = w2v.similarity(unrelated[i].first, unrelated[i].second);
+    EXPECT_GT(r, u + 0.2) << related[i].first << "/" << related[i].second << " " << r << " vs " << unrelated[i].first << "/"
+                          << unrelated[i].second << " " << u;
+  }
+  auto near = w2v.most_similar("king", 5);
+  const std::vector<std::string> royal = {"queen", "prince", "princess", "crown", "throne", "palace", "royal"};
+  for (auto& [w, s] : near) EXPECT_NE(std::find(royal.begin(), royal.end(), w), royal.end()) << w << " near king";
+}
+
+TEST(Word2Vec, SkipGramPlacesRelatedWordsNearer) {
+  std::string text = topic_text(1, 3000);
+  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 5);
+  EXPECT_EQ(vocab.size(), 32);
+  tg::Word2Vec w2v(vocab, {.dim = 32, .window = 3, .negative = 5, .sample = 0, .epochs = 3, .batch = 256});
+  std::vector<tg::Word2VecProgress> progress;
+  w2v.train(corpus_with_sentences(vocab, text), [&](const tg::Word2VecProgress& p) { progress.push_back(p); });
+  ASSERT_GE(progress.size(), 2u);
+  EXPECT_EQ(progress.back().words_done, 3 * 30000);
+  EXPECT_LT(progress.back().alpha, 0.025 * 0.01);  // decayed linearly to the floor
+  EXPECT_LT(progress.back().loss, progress.front().loss);
+  expect_topics_separate(w2v);
+  // Analogy query form: (queen - king) + dog lands among the animals.
+  auto a = w2v.most_similar({"queen", "dog"}, {"king"}, 3);
+  const std::vector<std::string> animals = {"cat", "horse", "cow", "sheep", "farm", "barn", "puppy"};
+  EXPECT_NE(std::find(animals.begin(), animals.end(), a[0].first), animals.end()) << a[0].first;
+  EXPECT_TRUE(throws_with([&] { w2v.most_similar("emperor"); }, {"'emperor' is not in the vocabulary"}));
+}
+
+TEST(Word2Vec, CbowAndSubsamplingAlsoLearn) {
+  std::string text = topic_text(2, 3000);
+  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  tg::Word2Vec w2v(vocab, {.cbow = true, .dim = 32, .window = 3, .negative = 5, .sample = 1e-2, .epochs = 5, .batch = 128});
+  w2v.train(corpus_with_sentences(vocab, text));
+  expect_topics_separate(w2v);
+}
+
+TEST(Word2Vec, DeterministicForASeed) {
+  std::string text = topic_text(3, 200);
+  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  auto corpus = corpus_with_sentences(vocab, text);
+  tg::Word2Vec a(vocab, {.dim = 8, .epochs = 1}), b(vocab, {.dim = 8, .epochs = 1});
+  a.train(corpus);
+  tg::set_num_threads(1);
+  b.train(corpus);
+  tg::set_num_threads(2);
+  EXPECT_TRUE(close(a.vectors(), b.vectors(), 0, 0));
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tg_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+TEST(Word2Vec, TextAndBinaryFilesRoundTrip) {
+  std::string text = topic_text(4, 100);
+  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  tg::Word2Vec w2v(vocab, {.dim = 7, .epochs = 1});
+  w2v.train(corpus_with_sentences(vocab, text));
+  for (bool binary : {false, true}) {
+    std::string path = temp_path(binary ? "v.bin" : "v.txt");
+    ASSERT_TRUE(w2v.save(path, binary).ok());
+    auto back = tg::load_word2vec(path);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->vocab().words(), vocab.words());
+    EXPECT_TRUE(close(back->vectors(), w2v.vectors(), binary ? 0 : 1e-5, binary ? 0 : 1e-6));
+    std::ifstream in(path, std::ios::binary);
+    std::string head;
+    std::getline(in, head);
+    EXPECT_EQ(head, std::to_string(vocab.size()) + " 7");
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Word2Vec, CorruptFilesAreRejected) {
+  auto write = [](const std::string& name, const std::string& bytes) {
+    std::string p = temp_path(name);
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  };
+  auto rejects = [](const std::string& path, const std::string& fragment) -> ::testing::AssertionResult {
+    auto r = tg::load_word2vec(path);
+    std::remove(path.c_str());
+    if (r.ok()) return ::testing::AssertionFailure() << "accepted (" << fragment << ")";
+    std::string msg(r.status().message());
+    if (msg.find(fragment) == std::string::npos) return ::testing::AssertionFailure() << msg;
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(rejects(write("a", ""), "no header line"));
+  EXPECT_TRUE(rejects(write("b", "2 x\n"), "bad header line"));
+  EXPECT_TRUE(rejects(write("c", "-1 3\n"), "bad header line"));
+  EXPECT_TRUE(rejects(write("d", "2 3\nking 0.1 0.2 0.3\nqueen 0.1 0.2\n"), "line 3: expected a word and 3 numbers"));
+  EXPECT_TRUE(rejects(write("e", "1 2\nking 0.1 abc\n"), "'abc' is not a finite number"));
+  EXPECT_TRUE(rejects(write("f", "2 2\nking 1 2\n"), "line 3"));  // truncated text
+  EXPECT_TRUE(rejects(write("g", "2 2\nking 1 2\nking 3 4\n"), "'king' appears twice"));
+  std::string bin = "2 4\nking ";
+  float v[4] = {1, 2, 3, 4};
+  bin.append(reinterpret_cast<const char*>(v), 16);
+  bin += "\nqueen ";
+  bin.append(reinterpret_cast<const char*>(v), 9);  // truncated binary entry
+  EXPECT_TRUE(rejects(write("h", bin), "entry 2 ('queen'): 9 bytes left, 16 needed"));
+  EXPECT_FALSE(tg::load_word2vec("/nonexistent/vectors.bin").ok());
+}
+
+}  // namespace
+}  // namespace tgt
