@@ -50,8 +50,18 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   Tensor scores = matmul(q, k, false, true) * s;  // Q Kᵀ / √d_k   [..., T, S]
   if (m.causal) mask = mask.defined() ? logical_or(mask, causal_mask(q.size(-2), k.size(-2)))
                                       : causal_mask(q.size(-2), k.size(-2));
-  if (mask.defined()) scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
-  Tensor weights = softmax(scores, -1);
+  Tensor weights;
+  if (mask.defined()) {
+    // The most negative finite value rather than -inf: a query that sees no key at all then gets
+    // zero weights and a zero output (as in the fused kernel), not NaN.
+    const double lowest = q.dtype() == kFloat64 ? std::numeric_limits<double>::lowest()
+                                                : static_cast<double>(std::numeric_limits<float>::lowest());
+    weights = softmax(masked_fill(scores, mask, lowest), -1);
+    Tensor sees_a_key = gt(sum(logical_not(mask).to(q.dtype()), {-1}, true), 0.0);  // [..., T, 1]
+    weights = where(sees_a_key, weights, 0.0);
+  } else {
+    weights = softmax(scores, -1);
+  }
   Tensor w = dropout_p > 0 ? dropout(weights, dropout_p, true) : weights;
   return {matmul(w, v), weights};
 }
@@ -65,7 +75,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, double p, bool bias
   w_k = register_module("w_k", std::make_shared<Linear>(d, d, bias));
   w_v = register_module("w_v", std::make_shared<Linear>(d, d, bias));
   w_o = register_module("w_o", std::make_shared<Linear>(d, d, bias));
-  // As torch.nn.MultiheadAttention: Xavier-uniform projections, zero biases.
+  // Xavier-uniform projections (each its own [d, d] matrix) and zero biases.
   for (auto& lin : {w_q, w_k, w_v, w_o}) {
     xavier_uniform_(lin->weight);
     if (lin->bias.defined()) zeros_(lin->bias);

@@ -48,6 +48,7 @@ void check_decode(const Transformer& model, const Tensor& src, const DecodeOptio
            model.cfg.max_len);
   TG_CHECK(o.bos >= 0 && o.bos < model.cfg.tgt_vocab && o.eos >= 0 && o.eos < model.cfg.tgt_vocab, who,
            "bos {} and eos {} must be target ids below {}", o.bos, o.eos, model.cfg.tgt_vocab);
+  TG_CHECK(o.length_penalty >= 0, who, "length_penalty must be >= 0, got {}", o.length_penalty);
 }
 
 double length_norm(size_t len, double alpha) { return std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha); }
@@ -176,7 +177,7 @@ std::vector<int64_t> sample(DecoderLM& model, const std::vector<int64_t>& prompt
     double mx = *std::max_element(w.begin(), w.end()), total = 0;
     for (double& x : w) total += (x = std::exp(x - mx));
     double r = gen.uniform() * total, acc = 0;
-    int64_t next = static_cast<int64_t>(V) - 1;
+    int64_t next = std::max_element(w.begin(), w.end()) - w.begin();  // if rounding leaves r past the end
     for (size_t v = 0; v < V; ++v) {
       acc += w[v];
       if (r < acc) {

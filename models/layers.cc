@@ -85,7 +85,8 @@ Tensor Linear::forward(const Tensor& x, Activation act) const {
 Embedding::Embedding(int64_t n, int64_t d, const EmbeddingOptions& opts)
     : num_embeddings(n), dim(d), padding_idx(opts.padding_idx) {
   TG_CHECK(n > 0 && d > 0, "Embedding", "num_embeddings ({}) and dim ({}) must be positive", n, d);
-  TG_CHECK(padding_idx < n, "Embedding", "padding_idx {} is out of range for {} embeddings", padding_idx, n);
+  TG_CHECK(padding_idx >= -1 && padding_idx < n, "Embedding",
+           "padding_idx {} is out of range for {} embeddings (-1 for none)", padding_idx, n);
   weight = register_parameter("weight", empty({n, d}));
   normal_(weight, 0.0, opts.init_std);
   if (padding_idx >= 0) {  // the padding row starts at zero (tensors are contiguous: row p is one span)

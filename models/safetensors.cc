@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <absl/container/flat_hash_set.h>
 #include <absl/strings/str_cat.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -166,23 +167,26 @@ absl::StatusOr<SafetensorsFile> parse_safetensors(std::string_view bytes, const 
 
   // Parse, noticing duplicate top-level names (a JSON object would silently keep the last).
   std::vector<std::string> top_keys;
+  absl::flat_hash_set<std::string> seen;
   bool duplicate = false;
   std::string dup_name;
   json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (duplicate) return false;
     if (ev == json::parse_event_t::key && depth == 1) {
       std::string k = parsed.get<std::string>();
-      if (std::find(top_keys.begin(), top_keys.end(), k) != top_keys.end()) {
+      if (!seen.insert(k).second) {
         duplicate = true;
         dup_name = k;
+        return false;
       }
       top_keys.push_back(std::move(k));
     }
     return true;
   };
   json header = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
+  if (duplicate) return bad(source, fmt::format("tensor '{}' appears twice in the header", dup_name));
   if (header.is_discarded()) return bad(source, "the header is not valid JSON");
   if (!header.is_object()) return bad(source, "the header is not a JSON object");
-  if (duplicate) return bad(source, fmt::format("tensor '{}' appears twice in the header", dup_name));
 
   const uint64_t data_size = bytes.size() - 8 - n;
   SafetensorsFile out;
@@ -209,13 +213,14 @@ absl::StatusOr<SafetensorsFile> parse_safetensors(std::string_view bytes, const 
     const json& sh = v.at("shape");
     if (!sh.is_array() || sh.size() > 16)
       return bad(source, fmt::format("shape of '{}' is not an array of at most 16 dimensions", name));
-    uint64_t numel = 1;
+    uint64_t numel = 1, nonzero = 1;  // the product of the non-zero dims must fit int64 too
     for (const json& d : sh) {
       uint64_t dim;
       if (!as_u64(d, dim) || dim > (1ull << 48))
         return bad(source, fmt::format("shape of '{}' has an invalid dimension {}", name, d.dump()));
-      if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim)
+      if (dim != 0 && nonzero > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / dim)
         return bad(source, fmt::format("shape of '{}' overflows", name));
+      if (dim != 0) nonzero *= dim;
       numel *= dim;
       e.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -234,7 +239,9 @@ absl::StatusOr<SafetensorsFile> parse_safetensors(std::string_view bytes, const 
   // The buffer must be covered exactly: sorted by offset, each tensor starts where the last ended.
   std::vector<const Entry*> order;
   for (const Entry& e : entries) order.push_back(&e);
-  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
   uint64_t expect = 0;
   for (const Entry* e : order) {
     if (e->begin < expect) return bad(source, fmt::format("tensor '{}' overlaps the tensor before it", e->name));
@@ -278,6 +285,9 @@ absl::StatusOr<SafetensorsFile> parse_safetensors(std::string_view bytes, const 
 }
 
 absl::StatusOr<std::string> read_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -316,7 +326,13 @@ absl::Status write_file_atomic(const std::string& path, std::string_view bytes) 
 }
 
 absl::Status save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
-  return write_file_atomic(path, serialize_safetensors(tensors, metadata));
+  std::string bytes;
+  try {
+    bytes = serialize_safetensors(tensors, metadata);
+  } catch (const std::exception& e) {  // a reserved or non-UTF-8 name, say
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot write: ", e.what()));
+  }
+  return write_file_atomic(path, bytes);
 }
 
 absl::StatusOr<SafetensorsFile> load_safetensors(const std::string& path) {

@@ -101,7 +101,10 @@ Word2Vec::Word2Vec(Vocabulary vocab, Tensor vectors) : vocab_(std::move(vocab)),
 }
 
 void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress) {
+  TG_CHECK(out_.defined(), "Word2Vec::train", "this model holds loaded vectors only; build a Word2Vec from a "
+           "vocabulary and options to train");
   const int64_t V = vocab_.size(), D = opts_.dim, K = opts_.negative, W = opts_.window;
+  TG_CHECK(V >= 2, "Word2Vec::train", "needs at least 2 words in the vocabulary for negative sampling, got {}", V);
   for (int64_t id : corpus)
     TG_CHECK(id >= -1 && id < V, "Word2Vec::train", "corpus id {} is outside the vocabulary [0, {})", id, V);
   Generator gen(opts_.seed + 1);
@@ -134,7 +137,7 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   const int64_t total = corpus_words * opts_.epochs;
   const int64_t B = opts_.batch, C = 1 + K, ctx_slots = 2 * W;
   std::vector<int64_t> in_ids, out_ids;
-  std::vector<float> ctx_w;
+  std::vector<float> ctx_w, ctx_n;  // CBOW: each slot's weight in the mean (1/cnt) and cnt
   in_ids.reserve(static_cast<size_t>(B * (opts_.cbow ? ctx_slots : 1)));
   out_ids.reserve(static_cast<size_t>(B * C));
   double loss_sum = 0, alpha = opts_.alpha;
@@ -168,29 +171,39 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
     pairs_since += n;
     {
       NoGradGuard ng;
-      index_add_(in_, 0, in_idx, rows.grad(), -alpha);
+      // CBOW, as the original: every context word receives the full gradient of the mean (not
+      // the 1/cnt share the chain rule gives), so context vectors learn at the same rate as in
+      // skip-gram; skip-gram rows get their plain gradient.
+      Tensor g_in = opts_.cbow ? rows.grad() * from_vector(ctx_n, {n * ctx_slots, 1}) : rows.grad();
+      index_add_(in_, 0, in_idx, g_in, -alpha);
       index_add_(out_, 0, out_idx, v.grad().reshape({n * C, D}), -alpha);
     }
     in_ids.clear();
     out_ids.clear();
     ctx_w.clear();
+    ctx_n.clear();
   };
 
   std::vector<int64_t> sentence;
+  constexpr int64_t kMaxSentence = 1000;  // as the original: long lines are cut into sentences
   for (int64_t epoch = 0; epoch < opts_.epochs; ++epoch) {
     size_t pos = 0;
     while (pos < corpus.size()) {
-      // Next sentence, subsampled.
+      // Next sentence (up to a -1 or kMaxSentence words), subsampled.
       sentence.clear();
-      for (; pos < corpus.size() && corpus[pos] >= 0; ++pos) {
-        ++words_done;
+      int64_t read = 0;
+      for (; pos < corpus.size() && corpus[pos] >= 0 && read < kMaxSentence; ++pos, ++read) {
         int64_t w = corpus[pos];
         if (keep[static_cast<size_t>(w)] >= 1.0 || gen.uniform() < keep[static_cast<size_t>(w)]) sentence.push_back(w);
       }
-      ++pos;  // the separator
-      alpha = opts_.alpha * std::max(1e-4, 1.0 - static_cast<double>(words_done) / static_cast<double>(total + 1));
+      if (pos < corpus.size() && corpus[pos] < 0) ++pos;  // the separator
+      const int64_t sentence_start = words_done;
+      words_done += read;
       const int64_t L = static_cast<int64_t>(sentence.size());
       for (int64_t i = 0; i < L; ++i) {
+        // Linear decay, updated as the words go by (not only between sentences).
+        const int64_t done = sentence_start + (read * i) / std::max<int64_t>(L, 1);
+        alpha = opts_.alpha * std::max(1e-4, 1.0 - static_cast<double>(done) / static_cast<double>(total + 1));
         const int64_t ew = W - static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(W));  // shrunk window
         const int64_t lo = std::max<int64_t>(0, i - ew), hi = std::min<int64_t>(L - 1, i + ew);
         const int64_t centre = sentence[static_cast<size_t>(i)];
@@ -202,6 +215,7 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
             bool real = j <= hi;
             in_ids.push_back(real ? sentence[static_cast<size_t>(j)] : 0);
             ctx_w.push_back(real ? 1.0f / static_cast<float>(cnt) : 0.0f);
+            ctx_n.push_back(real ? static_cast<float>(cnt) : 0.0f);
             if (real) ++j;
           }
           out_ids.push_back(centre);
@@ -351,6 +365,12 @@ absl::StatusOr<Word2Vec> load_word2vec(const std::string& path) {
         binary = !is_text_number_byte(static_cast<unsigned char>(line[i]));
     }
   }
+  // Every entry needs at least a one-byte word, a separator and its numbers: refuse headers that
+  // claim more than the file can hold before allocating for them.
+  const double min_bytes = static_cast<double>(V) * (binary ? 2.0 + 4.0 * static_cast<double>(D) : 2.0 + 2.0 * static_cast<double>(D));
+  if (min_bytes > static_cast<double>(s.size() - pos))
+    return corrupt(path, fmt::format("the header claims {} words of {} numbers, more than the {} bytes that follow "
+                                     "hold (truncated file?)", V, D, s.size() - pos));
   std::vector<std::string> words;
   std::vector<float> data;
   data.reserve(static_cast<size_t>(V * D));

@@ -6,6 +6,7 @@
 #include "graph/factory.h"
 #include "graph/random.h"
 #include "ops/elementwise.h"
+#include "ops/kernels/dropout.h"
 #include "ops/kernels/layer_norm.h"
 #include "ops/kernels/sgns.h"
 #include "ops/kernels/softmax.h"
@@ -353,19 +354,43 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
 
 // ---- Dropout and masks ---------------------------------------------------------------------
 
+namespace {
+// The kept-and-scaled mask of a dropout call as a tensor (for the recorded backward).
+Tensor dropout_mask(const Shape& shape, DType dtype, uint64_t key, uint32_t threshold, double scale) {
+  Tensor ones_t = full(shape, 1.0, dtype), m = Tensor::empty(shape, dtype);
+  dispatch_float(dtype, "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    k::dropout_apply<T>(ones_t.data<T>(), m.data<T>(), m.numel(), key, threshold, static_cast<T>(scale));
+  });
+  return m;
+}
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, bool training) {
   detail::check_float(x, "dropout");
   TG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);
   if (!training || p == 0.0) return x;
-  Tensor mask = Tensor::empty(x.shape(), x.dtype());
-  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  Generator& gen = default_generator();
+  if (p == 1.0) return mul(x, 0.0);
+  // One draw from the global generator keys the whole mask (reproducible under manual_seed);
+  // the mask itself is never stored: the backward regenerates it from the key.
+  const uint64_t key = default_generator().next_u64();
+  const uint32_t threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
+  const double scale = 1.0 / (1.0 - p);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    T* m = mask.data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) m[i] = gen.uniform() < p ? T(0) : static_cast<T>(scale);
+    k::dropout_apply<T>(x.data<T>(), y.data<T>(), x.numel(), key, threshold, static_cast<T>(scale));
   });
-  return mul(x, mask);
+  return record("dropout", y, {x}, [shape = x.shape(), dtype = x.dtype(), key, threshold, scale](const Tensor& g0, const Node&) {
+    Tensor g = to(g0, dtype);
+    if (grad_enabled()) return Grads{mul(g, dropout_mask(shape, dtype, key, threshold, scale))};
+    Tensor dx = Tensor::empty(shape, dtype);
+    dispatch_float(dtype, "dropout", [&](auto tag) {
+      using T = decltype(tag);
+      k::dropout_apply<T>(g.data<T>(), dx.data<T>(), g.numel(), key, threshold, static_cast<T>(scale));
+    });
+    return Grads{dx};
+  });
 }
 
 Tensor causal_mask(int64_t T, int64_t S) {

@@ -1,5 +1,6 @@
 #include "optim/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <absl/strings/numbers.h>
@@ -66,7 +67,8 @@ absl::StatusOr<Metadata> load_checkpoint(const std::string& path, Module& model,
   Generator::State rng;
   const std::string* lr_text = get("lr");
   const std::string* rng_text = get("rng");
-  if (!lr_text || !absl::SimpleAtod(*lr_text, &lr) || !rng_text || !rng_from_string(*rng_text, rng))
+  if (!lr_text || !absl::SimpleAtod(*lr_text, &lr) || !std::isfinite(lr) || lr < 0 || !rng_text ||
+      !rng_from_string(*rng_text, rng))
     return absl::InvalidArgumentError(absl::StrCat(path, ": checkpoint metadata 'lr' or 'rng' is missing or malformed"));
   StateDict model_sd, optim_sd;
   for (const auto& [n, t] : f->tensors) {
@@ -75,8 +77,8 @@ absl::StatusOr<Metadata> load_checkpoint(const std::string& path, Module& model,
     else return absl::InvalidArgumentError(absl::StrCat(path, ": unexpected tensor '", n, "' in a checkpoint"));
   }
   try {
-    // Names and shapes are checked before anything is copied: a mismatched model file leaves the
-    // model untouched, and the optimizer is only loaded after the model was.
+    // Everything is checked before anything is copied: a failed load changes nothing.
+    opt.check_state(optim_sd);
     model.load_state_dict(model_sd, true);
     opt.load_state(optim_sd);
   } catch (const Error& e) {

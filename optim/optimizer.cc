@@ -21,11 +21,16 @@ Tensor grad_as(const Tensor& p) {
 
 Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)), lr_(lr) {
   TG_CHECK(lr >= 0, "Optimizer", "learning rate must be >= 0, got {}", lr);
-  for (auto& [n, p] : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [n, p] = params_[i];
     TG_CHECK(p.defined() && p.is_leaf() && (p.dtype() == kFloat32 || p.dtype() == kFloat64), "Optimizer",
              "parameter '{}' must be a float leaf tensor", n);
+    for (size_t j = 0; j < i; ++j)
+      TG_CHECK(!params_[j].second.same(p) && params_[j].first != n, "Optimizer",
+               "parameter '{}' is listed twice (as '{}'): it would be updated twice per step", n, params_[j].first);
   }
   buffers_.resize(params_.size());
+  param_steps_.assign(params_.size(), 0);
 }
 
 void Optimizer::zero_grad() {
@@ -35,41 +40,75 @@ void Optimizer::zero_grad() {
 Tensor& Optimizer::buffer(size_t i, int slot) {
   auto& slots = buffers_[i];
   if (slots.size() <= static_cast<size_t>(slot)) slots.resize(static_cast<size_t>(slot) + 1);
-  return slots[static_cast<size_t>(slot)];
+  Tensor& b = slots[static_cast<size_t>(slot)];
+  // The parameter may have been moved to another dtype (Module::to) since the buffer was made.
+  if (b.defined() && b.dtype() != params_[i].second.dtype()) b = b.to(params_[i].second.dtype()).detach();
+  return b;
 }
 
 StateDict Optimizer::state() const {
   StateDict sd;
   sd.insert("step", full({}, static_cast<double>(steps_), kInt64));
   std::vector<std::string> slots = slot_names();
-  for (size_t i = 0; i < params_.size(); ++i)
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (param_steps_[i] == 0) continue;
+    sd.insert(params_[i].first + ".step", full({}, static_cast<double>(param_steps_[i]), kInt64));
     for (size_t s = 0; s < buffers_[i].size() && s < slots.size(); ++s)
       if (buffers_[i][s].defined()) sd.insert(params_[i].first + "." + slots[s], buffers_[i][s]);
+  }
   return sd;
 }
 
-void Optimizer::load_state(const StateDict& sd) {
-  TG_CHECK(sd.contains("step"), "Optimizer::load_state", "{} state has no 'step' entry", type_name());
+static int64_t count_of(const StateDict& sd, const std::string& key, const char* who) {
+  const Tensor& t = sd.at(key);
+  TG_CHECK(t.numel() == 1, who, "'{}' must hold one number, got shape {}", key, t.shape());
+  double v = t.item();
+  TG_CHECK(v >= 0 && v < 9.0e15 && v == static_cast<double>(static_cast<int64_t>(v)), who,
+           "'{}' must be a non-negative integer, got {}", key, v);
+  return static_cast<int64_t>(v);
+}
+
+void Optimizer::check_state(const StateDict& sd) const {
+  const char* who = "Optimizer::load_state";
+  TG_CHECK(sd.contains("step"), who, "{} state has no 'step' entry", type_name());
+  count_of(sd, "step", who);
   std::vector<std::string> slots = slot_names();
-  // Check everything first: a failed load leaves the optimizer as it was.
   size_t used = 1;
-  for (size_t i = 0; i < params_.size(); ++i)
-    for (size_t s = 0; s < slots.size(); ++s) {
-      std::string key = params_[i].first + "." + slots[s];
-      if (!sd.contains(key)) continue;
-      ++used;
-      TG_CHECK(sd.at(key).shape() == params_[i].second.shape(), "Optimizer::load_state",
-               "'{}' has shape {}, the parameter has {}", key, sd.at(key).shape(), params_[i].second.shape());
-    }
-  TG_CHECK(used == sd.size(), "Optimizer::load_state",
-           "{} of {} state entries match no parameter of this {} (different model or optimizer?)", sd.size() - used,
-           sd.size(), type_name());
-  steps_ = static_cast<int64_t>(sd.at("step").item());
   for (size_t i = 0; i < params_.size(); ++i) {
-    buffers_[i].clear();
+    const std::string& name = params_[i].first;
+    size_t present = 0, needed = 0;
     for (size_t s = 0; s < slots.size(); ++s) {
-      std::string key = params_[i].first + "." + slots[s];
-      if (sd.contains(key)) buffer(i, static_cast<int>(s)) = sd.at(key).to(params_[i].second.dtype()).detach();
+      std::string key = name + "." + slots[s];
+      if (!sd.contains(key)) continue;
+      ++present;
+      const Tensor& t = sd.at(key);
+      TG_CHECK(t.shape() == params_[i].second.shape() && (t.dtype() == kFloat32 || t.dtype() == kFloat64), who,
+               "'{}' has shape {} ({}), the parameter has {}", key, t.shape(), t.dtype(), params_[i].second.shape());
+    }
+    if (sd.contains(name + ".step")) {
+      ++used;
+      needed = count_of(sd, name + ".step", who) > 0 ? required_slots() : 0;
+    }
+    TG_CHECK(present == 0 || present >= needed, who, "state of '{}' is incomplete ({} of {} buffers)", name, present,
+             needed);
+    TG_CHECK(present == 0 || sd.contains(name + ".step"), who, "state of '{}' has buffers but no step count", name);
+    used += present;
+  }
+  TG_CHECK(used == sd.size(), who, "{} of {} state entries match no parameter of this {} (different model or optimizer?)",
+           sd.size() - used, sd.size(), type_name());
+}
+
+void Optimizer::load_state(const StateDict& sd) {
+  check_state(sd);  // everything first: a failed load leaves the optimizer as it was
+  std::vector<std::string> slots = slot_names();
+  steps_ = count_of(sd, "step", "Optimizer::load_state");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    buffers_[i].clear();
+    param_steps_[i] = sd.contains(name + ".step") ? count_of(sd, name + ".step", "Optimizer::load_state") : 0;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      std::string key = name + "." + slots[s];
+      if (sd.contains(key)) buffer(i, static_cast<int>(s)) = sd.at(key).to(params_[i].second.dtype()).detach().clone();
     }
   }
 }
@@ -89,6 +128,7 @@ void SGD::step() {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    ++param_steps_[i];
     const bool has_momentum = opts.momentum != 0;
     bool first = false;
     if (has_momentum && !buffer(i, 0).defined()) {
@@ -119,9 +159,6 @@ AdamW::AdamW(NamedTensors params, const AdamOptions& o) : Adam(std::move(params)
 
 void Adam::step() {
   ++steps_;
-  const double t = static_cast<double>(steps_);
-  const double bc1 = 1 - std::pow(opts.beta1, t), bc2 = 1 - std::pow(opts.beta2, t);
-  const double step_size = lr_ / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
   const double wd_l2 = decoupled_ ? 0.0 : opts.weight_decay;
   const double decay = decoupled_ ? 1 - lr_ * opts.weight_decay : 1.0;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -132,6 +169,11 @@ void Adam::step() {
       buffer(i, 0) = zeros(p.shape(), p.dtype());
       buffer(i, 1) = zeros(p.shape(), p.dtype());
     }
+    // Bias correction counts this parameter's own updates (as PyTorch's per-parameter step): a
+    // parameter that joins late (unfrozen, or first reached by the graph) starts at step 1.
+    const double t = static_cast<double>(++param_steps_[i]);
+    const double bc1 = 1 - std::pow(opts.beta1, t), bc2 = 1 - std::pow(opts.beta2, t);
+    const double step_size = lr_ / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
     dispatch_float(p.dtype(), type_name().c_str(), [&](auto tag) {
       using T = decltype(tag);
       k::adam_update<T>(p.data<T>(), grad_as(p).template data<T>(), buffer(i, 0).template data<T>(),

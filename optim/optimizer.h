@@ -31,14 +31,17 @@ class Optimizer {
   // hyper-parameters are the constructor's. load_state checks names and shapes.
   virtual StateDict state() const;
   virtual void load_state(const StateDict& sd);
+  void check_state(const StateDict& sd) const;  // load_state's checks alone (tg::Error on a mismatch)
   virtual std::string type_name() const = 0;
 
  protected:
   // Per-parameter state buffers, created (zero) on first use.
   Tensor& buffer(size_t param_index, int slot);
   virtual std::vector<std::string> slot_names() const = 0;
+  virtual size_t required_slots() const { return slot_names().size(); }  // buffers a stepped parameter has
   NamedTensors params_;
   std::vector<std::vector<Tensor>> buffers_;  // [param][slot]
+  std::vector<int64_t> param_steps_;          // updates each parameter received (Adam's bias correction)
   double lr_;
   int64_t steps_ = 0;
 };
@@ -60,6 +63,7 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"momentum_buffer"}; }
+  size_t required_slots() const override { return opts.momentum != 0 ? 1 : 0; }
 };
 
 struct AdamOptions {

@@ -225,7 +225,7 @@ TEST(Checkpoint, ResumedTrainingIsBitIdentical) {
   tg::AdamW other_opt(other.named_parameters());
   auto wrong_model = tg::load_checkpoint(path, other, other_opt);
   ASSERT_FALSE(wrong_model.ok());
-  EXPECT_NE(std::string(wrong_model.status().message()).find("shape mismatch"), std::string::npos);
+  EXPECT_NE(std::string(wrong_model.status().message()).find("shape"), std::string::npos) << wrong_model.status().message();
   // A plain model file is not a training checkpoint.
   std::string model_only = temp_path("model_only.safetensors");
   ASSERT_TRUE(tg::save_module(*resumed.model, model_only).ok());

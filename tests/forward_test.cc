@@ -371,6 +371,36 @@ TEST_P(Forward, DropoutIsSeededScaledAndIdentityInEval) {
   EXPECT_EQ(tg::sum(tg::dropout(x, 1.0)).item(), 0.0);
 }
 
+TEST_P(Forward, DropoutMaskIsThreadIndependentAndStoredNowhere) {
+  Tensor x = tg::randn({300001}, GetParam()).requires_grad_();
+  std::vector<std::vector<double>> outs, grads;
+  for (int threads : {1, 2, 3}) {
+    tg::set_num_threads(threads);
+    tg::manual_seed(4);
+    Tensor y = tg::dropout(x, 0.3);
+    y.backward(tg::ones_like(y));
+    outs.push_back(y.to_vector<double>());
+    grads.push_back(x.grad().to_vector<double>());
+    x.zero_grad();
+  }
+  tg::set_num_threads(2);
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  EXPECT_EQ(grads[0], grads[2]);
+  // The backward regenerates the same mask: the gradient is zero exactly where the output is.
+  std::vector<double> xv = x.to_vector<double>();
+  int64_t dropped = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_EQ(outs[0][i] == 0.0, grads[0][i] == 0.0) << i;
+    dropped += grads[0][i] == 0.0;
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / 300001.0, 0.3, 0.005);
+  // Consecutive calls draw different masks.
+  tg::manual_seed(4);
+  Tensor a = tg::dropout(x.detach(), 0.5), b = tg::dropout(x.detach(), 0.5);
+  EXPECT_NE(a.to_vector<double>(), b.to_vector<double>());
+}
+
 TEST_P(Forward, StreamingStoresForOutputsPastTheCache) {
   // Force the streaming path (normally for ops moving more bytes than the last-level cache),
   // on odd sizes and offsets, broadcast and unary, one and two threads.

@@ -321,6 +321,18 @@ TEST(Attention, SdpaWeightsAndScale) {
   EXPECT_TRUE(close(unscaled.weights, tg::softmax(tg::matmul(q, k, false, true), -1), 1e-12, 1e-12));
 }
 
+TEST(Attention, QueryThatSeesNoKeyGetsZeroOnBothPaths) {
+  Tensor q = tg::randn({1, 1, 3, 4}, tg::kFloat64).requires_grad_(), k = tg::randn({1, 1, 3, 4}, tg::kFloat64);
+  Tensor mask = tg::tensor({{1, 1, 1}, {0, 1, 1}, {0, 0, 1}}).to(tg::kBool);  // row 0 sees nothing
+  auto unfused = tg::scaled_dot_product_attention(q, k, k, {.mask = mask}, true);
+  auto fused = tg::scaled_dot_product_attention(q, k, k, {.mask = mask});
+  EXPECT_TRUE(close(unfused.output, fused.output, 1e-12, 1e-12));
+  auto o = unfused.output.to_vector<double>();
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(o[d], 0.0);
+  unfused.output.sum().backward();
+  for (double g : q.grad().to_vector<double>()) EXPECT_TRUE(std::isfinite(g));
+}
+
 TEST(Attention, MultiHeadErrors) {
   EXPECT_TRUE(throws_with([] { tg::MultiHeadAttention(10, 3); }, {"d_model (10)", "num_heads (3)"}));
   tg::MultiHeadAttention mha(8, 2);

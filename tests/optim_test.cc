@@ -81,7 +81,46 @@ TEST(Optim, SkipsParametersWithoutGradient) {
   opt.step();
   EXPECT_TRUE(close(frozen, tg::ones({3}), 0, 0));
   EXPECT_FALSE(close(w, tg::ones({3}), 0, 0));
-  EXPECT_EQ(opt.state().size(), 3u);  // step + w's two moments
+  EXPECT_EQ(opt.state().size(), 4u);  // step, w's own step count and its two moments
+}
+
+TEST(Optim, LateParameterStartsItsOwnBiasCorrection) {
+  // A parameter first reached at step 6 gets the same first update as one reached at step 1
+  // (PyTorch counts steps per parameter).
+  Tensor a = tg::ones({3}).requires_grad_(), b = tg::ones({3}).requires_grad_();
+  tg::Adam opt({{"a", a}, {"b", b}}, {.lr = 0.1});
+  for (int i = 0; i < 5; ++i) {
+    opt.zero_grad();
+    (a * 2.0).sum().backward();
+    opt.step();
+  }
+  opt.zero_grad();
+  (b * 2.0).sum().backward();
+  opt.step();
+  EXPECT_TRUE(close(b, std::vector<double>{0.9, 0.9, 0.9}, 1e-6));  // lr * m̂ / sqrt(v̂) = 0.1 on the first step
+}
+
+TEST(Optim, LoadStateRejectsIncompleteOrDuplicated) {
+  Tensor w = tg::ones({2}).requires_grad_();
+  tg::Adam opt({{"w", w}});
+  tg::StateDict half;
+  half.insert("step", tg::full({}, 1, tg::kInt64));
+  half.insert("w.step", tg::full({}, 1, tg::kInt64));
+  half.insert("w.exp_avg", tg::zeros({2}));
+  EXPECT_TRUE(throws_with([&] { opt.load_state(half); }, {"state of 'w' is incomplete (1 of 2 buffers)"}));
+  tg::StateDict bad_step;
+  bad_step.insert("step", tg::full({}, -3, tg::kInt64));
+  EXPECT_TRUE(throws_with([&] { opt.load_state(bad_step); }, {"'step' must be a non-negative integer"}));
+  EXPECT_TRUE(throws_with([&] { tg::Adam({{"w", w}, {"w2", w}}); }, {"'w2' is listed twice"}));
+  // Loaded state is copied, not shared with the source optimizer.
+  (w * w).sum().backward();
+  opt.step();
+  Tensor w2 = w.detach().clone().requires_grad_();
+  tg::Adam other({{"w", w2}});
+  other.load_state(opt.state());
+  (w2 * w2).sum().backward();
+  other.step();
+  EXPECT_NE(other.state().at("w.exp_avg").to_vector<double>(), opt.state().at("w.exp_avg").to_vector<double>());
 }
 
 TEST(Optim, ClipGradNorm) {

@@ -133,6 +133,19 @@ TEST(Word2Vec, SkipGramPlacesRelatedWordsNearer) {
   EXPECT_TRUE(throws_with([&] { w2v.most_similar("emperor"); }, {"'emperor' is not in the vocabulary"}));
 }
 
+TEST(Word2Vec, OneLongLineTrainsToo) {  // no sentence breaks at all (as text8)
+  std::string text = topic_text(5, 3000);
+  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 5);
+  tg::Word2Vec w2v(vocab, {.dim = 32, .window = 3, .negative = 5, .sample = 0, .epochs = 3, .batch = 256});
+  std::vector<double> alphas;
+  w2v.train(vocab.encode(tg::whitespace_tokens(text)), [&](const tg::Word2VecProgress& p) { alphas.push_back(p.alpha); });
+  ASSERT_GE(alphas.size(), 5u);  // progress is reported along the way, the rate decays smoothly
+  EXPECT_GT(alphas[0], 0.8 * 0.025);
+  for (size_t i = 1; i < alphas.size(); ++i) EXPECT_LE(alphas[i], alphas[i - 1]);
+  EXPECT_LT(alphas[alphas.size() / 2], alphas[0]);
+  expect_topics_separate(w2v);
+}
+
 TEST(Word2Vec, CbowAndSubsamplingAlsoLearn) {
   std::string text = topic_text(2, 3000);
   tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
@@ -196,7 +209,7 @@ TEST(Word2Vec, CorruptFilesAreRejected) {
   EXPECT_TRUE(rejects(write("c", "-1 3\n"), "bad header line"));
   EXPECT_TRUE(rejects(write("d", "2 3\nking 0.1 0.2 0.3\nqueen 0.1 0.2\n"), "line 3: expected a word and 3 numbers"));
   EXPECT_TRUE(rejects(write("e", "1 2\nking 0.1 abc\n"), "'abc' is not a finite number"));
-  EXPECT_TRUE(rejects(write("f", "2 2\nking 1 2\n"), "line 3"));  // truncated text
+  EXPECT_TRUE(rejects(write("f", "2 2\nking 1 2\n"), "truncated"));  // text cut after one entry
   EXPECT_TRUE(rejects(write("g", "2 2\nking 1 2\nking 3 4\n"), "'king' appears twice"));
   std::string bin = "2 4\nking ";
   float v[4] = {1, 2, 3, 4};
@@ -205,6 +218,9 @@ TEST(Word2Vec, CorruptFilesAreRejected) {
   bin.append(reinterpret_cast<const char*>(v), 9);  // truncated binary entry
   EXPECT_TRUE(rejects(write("h", bin), "entry 2 ('queen'): 9 bytes left, 16 needed"));
   EXPECT_FALSE(tg::load_word2vec("/nonexistent/vectors.bin").ok());
+  EXPECT_TRUE(rejects(write("i", "100000000 100000\n"), "more than the 0 bytes that follow"));
+  tg::Word2Vec loaded(tg::Vocabulary::from_words({"a", "b"}, {1, 1}), tg::zeros({2, 3}));
+  EXPECT_TRUE(throws_with([&] { loaded.train({0, 1}); }, {"loaded vectors only"}));
 }
 
 }  // namespace

@@ -1,0 +1,71 @@
+#pragma once
+// Dropout masks from a counter-based hash: element i of a call keyed by k is kept when
+// hash(k, i) >= p * 2^32. Any element's bit can be recomputed from (k, i) alone, so the
+// forward stores no mask (the backward regenerates it), chunks can run on any thread, and the
+// result never depends on the thread count. The hash is two rounds of MurmurHash3's 32-bit
+// finaliser keyed by the two halves of k (one 64-bit draw from the global generator per call).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "ops/kernels/parallel.h"
+
+namespace tg::kernels {
+
+template <class V>
+inline V fmix32(V h) {
+  h = h ^ (h >> 16);
+  h = h * V(0x85ebca6bu);
+  h = h ^ (h >> 13);
+  h = h * V(0xc2b2ae35u);
+  return h ^ (h >> 16);
+}
+
+// out[j] = hash(key, first + j) for j in [0, n): the random bits of elements first .. first + n.
+inline void dropout_bits(uint64_t key, int64_t first, uint32_t* out, int64_t n) {
+  using U = xsimd::batch<uint32_t>;
+  constexpr int64_t W = static_cast<int64_t>(U::size);
+  const uint32_t k1 = static_cast<uint32_t>(key), k2 = static_cast<uint32_t>(key >> 32);
+  alignas(64) uint32_t lane[W];
+  for (int64_t j = 0; j < W; ++j) lane[j] = static_cast<uint32_t>(j);
+  const U offs = U::load_aligned(lane);
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    U c = offs + U(static_cast<uint32_t>(first + j));
+    fmix32(fmix32(c ^ U(k1)) ^ U(k2)).store_unaligned(out + j);
+  }
+  for (; j < n; ++j) out[j] = fmix32(fmix32(static_cast<uint32_t>(first + j) ^ k1) ^ k2);
+}
+
+// y = keep ? x * scale : 0, keep[i] = bits(i) >= threshold (compared on the top 31 bits, so the
+// comparison is a signed one every instruction set has). Chunks of 2048 elements, in parallel.
+template <class T>
+void dropout_apply(const T* x, T* y, int64_t n, uint64_t key, uint32_t threshold, T scale) {
+  const int32_t thr31 = static_cast<int32_t>(threshold >> 1);
+  parallel_for(0, (n + 2047) / 2048, std::max<int64_t>(1, kParallelGrain / 2048), [&](int64_t c0, int64_t c1) {
+    alignas(64) uint32_t bits[2048];
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t start = c * 2048, len = std::min<int64_t>(2048, n - start);
+      dropout_bits(key, start, bits, len);
+      const T* xs = x + start;
+      T* ys = y + start;
+      int64_t j = 0;
+      if constexpr (std::is_same_v<T, float>) {  // same lane count as uint32: select the multiplier
+        using F = xsimd::batch<float>;
+        using I = xsimd::batch<int32_t>;
+        constexpr int64_t W = static_cast<int64_t>(F::size);
+        const I vscale = xsimd::bitwise_cast<I>(F(scale)), vthr(thr31), zero(0);
+        for (; j + W <= len; j += W) {
+          I b = xsimd::bitwise_cast<I>(xsimd::batch<uint32_t>::load_aligned(bits + j) >> 1);
+          F m = xsimd::bitwise_cast<F>(xsimd::select(b >= vthr, vscale, zero));
+          (F::load_unaligned(xs + j) * m).store_unaligned(ys + j);
+        }
+      }
+      for (; j < len; ++j) ys[j] = static_cast<int32_t>(bits[j] >> 1) >= thr31 ? xs[j] * scale : T(0);
+    }
+  });
+}
+
+}  // namespace tg::kernels
