@@ -10,8 +10,9 @@ BENCH=${1:-build/bench_train}
 CONFIGS=${2:-A,B,C}
 STEPS=${3:-10}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+TMP=${KEEP_DIR:-$(mktemp -d)}
+[[ -z ${KEEP_DIR:-} ]] && trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$TMP"
 echo "- command: \`bench/compare_train.sh $BENCH $CONFIGS $STEPS\`"
 echo "- CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 for c in ${CONFIGS//,/ }; do
