@@ -107,6 +107,34 @@ TEST(Train, EncoderDecoderLearnsToReverseDigits) {
   EXPECT_TRUE(model.is_training());  // decoding restored the mode
 }
 
+// The same path in a few steps (training with dropout, greedy and beam decoding, a checkpoint of
+// the trained state): what the sanitizer build runs instead of the long convergence test.
+TEST(Train, ShortRunIsClean) {
+  tg::manual_seed(8);
+  tg::TransformerConfig cfg = reversal_config();
+  cfg.layer.dropout = 0.1;
+  cfg.layer.attn_dropout = 0.1;
+  tg::Transformer model(cfg);
+  tg::AdamW opt(model.named_parameters(), {.lr = 3e-3});
+  tg::Generator data(3);
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    Batch b = reversal_batch(data, 32);
+    Tensor loss = tg::cross_entropy(model.forward(b.src, b.tgt_in), b.tgt_out, {.ignore_index = kPad, .label_smoothing = 0.1});
+    opt.zero_grad();
+    loss.backward();
+    tg::clip_grad_norm(model.parameters(), 1.0);
+    opt.step();
+    (step == 0 ? first : last) = loss.item();
+  }
+  EXPECT_LT(last, first);
+  Batch b = reversal_batch(data, 4);
+  auto greedy = tg::greedy_decode(model, b.src, {.bos = kBos, .eos = kEos, .max_len = kMaxDigits + 2});
+  EXPECT_EQ(greedy.size(), 4u);
+  auto beams = tg::beam_search(model, b.src.narrow(0, 0, 1), {.bos = kBos, .eos = kEos, .max_len = kMaxDigits + 2, .beam_size = 3});
+  EXPECT_FALSE(beams.empty());
+}
+
 // The point of the zoo: W_Q, W_K, W_V are ordinary parameters. One backward reaches them, the
 // embeddings and the FFN alike; one optimizer step moves them all.
 TEST(Train, AttentionProjectionsLearnLikeEveryOtherWeight) {
