@@ -29,6 +29,18 @@ build() {  # build DIR [cmake options...]
   cmake --build "$dir" -j"$JOBS"
 }
 
+# Text for the examples, from Debian packages (never downloaded at run time): the King James
+# Bible through bible-kjv's `bible` program, verse references stripped, one verse a line.
+prepare_data() {
+  install_missing bible-kjv
+  mkdir -p data
+  if [ ! -s data/kjv.txt ]; then
+    bible -f "Gen1:1-Rev22:21" 2>/dev/null | sed -E 's/^[0-9]?[A-Za-z]+[0-9]+:[0-9]+ //' > data/kjv.txt.tmp
+    mv data/kjv.txt.tmp data/kjv.txt
+    echo "== data/kjv.txt: $(wc -l < data/kjv.txt) verses, $(wc -c < data/kjv.txt) bytes"
+  fi
+}
+
 cmd=${1:-run}
 shift || true
 case "$cmd" in
@@ -57,11 +69,14 @@ case "$cmd" in
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600 "${exclude[@]}"
     ;;
+  data)
+    prepare_data
+    ;;
   bench)
     install_missing "${PACKAGES[@]}" python3-torch libtorch-dev
     build build -DCMAKE_BUILD_TYPE=Release -DTG_BUILD_BENCH=ON -DTG_BENCH_LIBTORCH=ON
     bench/compare_ops.sh build/tg_bench
     ;;
   *)
-    echo "usage: ./tg.sh run | test [--sanitize | --arch native|avx2|sse] | bench"; exit 2 ;;
+    echo "usage: ./tg.sh run | test [--sanitize | --arch native|avx2|sse] | bench | data"; exit 2 ;;
 esac

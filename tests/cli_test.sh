@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The example programs on bad input: one clear line on stderr and a non-zero exit, never a crash.
+#   tests/cli_test.sh BUILD_DIR
+set -u
+BIN=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+# expect_error "fragment" command...
+expect_error() {
+  local fragment=$1; shift
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  local lines
+  lines=$(grep -c . "$TMP/err")
+  if [[ $rc -eq 0 || $rc -gt 125 ]]; then
+    echo "FAIL: '$*' exited with $rc (expected an error exit, not success or a signal)"; failures=$((failures + 1))
+  elif ! grep -q -- "$fragment" "$TMP/err"; then
+    echo "FAIL: '$*' stderr lacks '$fragment':"; cat "$TMP/err"; failures=$((failures + 1))
+  elif [[ $lines -gt 2 ]]; then
+    echo "FAIL: '$*' printed $lines lines on stderr (expected one):"; cat "$TMP/err"; failures=$((failures + 1))
+  else
+    echo "ok: $* -> $(grep . "$TMP/err" | tail -1)"
+  fi
+}
+printf 'hello world, this is a tiny text.\n%.0s' $(seq 1 200) >"$TMP/text.txt"
+expect_error "cannot open" "$BIN/train_lm" --text "$TMP/missing.txt" --out "$TMP/run"
+expect_error "Illegal value" "$BIN/train_lm" --layers=x --text "$TMP/text.txt"
+expect_error "Unknown command line flag" "$BIN/train_lm" --no_such_flag
+expect_error "bad model flags" "$BIN/train_lm" --text "$TMP/text.txt" --width 10 --heads 3 --out "$TMP/run"
+expect_error "too little text" "$BIN/train_lm" --text "$TMP/text.txt" --context 4096 --out "$TMP/run"
+echo "not gzip" >"$TMP/bad.gz"
+expect_error "not a valid gzip file" "$BIN/train_lm" --text "$TMP/bad.gz" --out "$TMP/run"
+mkdir -p "$TMP/corrupt"
+echo "garbage" >"$TMP/corrupt/checkpoint.safetensors"
+expect_error "not a valid safetensors file" "$BIN/train_lm" --text "$TMP/text.txt" --out "$TMP/corrupt" --resume --steps 2
+exit $((failures > 0))
