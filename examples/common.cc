@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include <absl/strings/str_cat.h>
 #include <fmt/format.h>
 
@@ -66,12 +68,19 @@ static std::string clock_text(double s) {
 
 void Progress::update(int64_t done, const std::string& extra) {
   auto now = std::chrono::steady_clock::now();
-  if (done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+  // Redrawn in place on a terminal (10 times a second); one line every 10 s in a log file.
+  static const bool tty = ::isatty(2) != 0;
+  if (done < total_ && now - last_ < (tty ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10000))) return;
+  if (!tty && last_ == std::chrono::steady_clock::time_point{} && done < total_) {  // the first call only starts the clock
+    last_ = now;
+    return;
+  }
   last_ = now;
+  last_done_ = done;
   double frac = std::clamp(static_cast<double>(done) / static_cast<double>(total_), 0.0, 1.0);
   int filled = static_cast<int>(frac * 25);
   double el = elapsed(), eta = frac > 0 ? el * (1 - frac) / frac : 0;
-  std::fprintf(stderr, "\r[%s%s] %3d%% %lld/%lld  %s ETA %s  %s   ", std::string(static_cast<size_t>(filled), '=').c_str(),
+  std::fprintf(stderr, tty ? "\r[%s%s] %3d%% %lld/%lld  %s ETA %s  %s   " : "[%s%s] %3d%% %lld/%lld  %s ETA %s  %s\n", std::string(static_cast<size_t>(filled), '=').c_str(),
                std::string(static_cast<size_t>(25 - filled), ' ').c_str(), static_cast<int>(frac * 100),
                static_cast<long long>(done), static_cast<long long>(total_), clock_text(el).c_str(),
                clock_text(eta).c_str(), extra.c_str());
@@ -79,9 +88,8 @@ void Progress::update(int64_t done, const std::string& extra) {
 }
 
 void Progress::finish(const std::string& extra) {
-  last_ = {};
-  update(total_, extra);
-  std::fprintf(stderr, "\n");
+  if (last_done_ != total_) update(total_, extra);
+  if (::isatty(2)) std::fprintf(stderr, "\n");
 }
 
 // ---- Metrics ----

@@ -40,7 +40,7 @@ class Progress {
   double elapsed() const;
 
  private:
-  int64_t total_;
+  int64_t total_, last_done_ = -1;
   std::chrono::steady_clock::time_point start_, last_;
 };
 
