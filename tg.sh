@@ -45,10 +45,16 @@ cmd=${1:-run}
 shift || true
 case "$cmd" in
   run)
-    install_missing "${PACKAGES[@]}"
+    install_missing "${PACKAGES[@]}" trans-de-en
+    prepare_data
     build build -DCMAKE_BUILD_TYPE=Release
     echo "== examples/quickstart: a two-layer MLP fitting sin(x)"
     ./build/quickstart
+    echo "== examples/train_translator: German -> English on the trans-de-en sentence pairs, ${TG_MINUTES:-3} minutes"
+    ./build/train_translator --minutes "${TG_MINUTES:-3}" --save runs/translator
+    echo "== examples/translate: a few sentences through the trained model (beam search)"
+    printf 'Das Haus ist sehr alt.\nIch habe keine Zeit.\nWo ist der Bahnhof?\n' | ./build/translate --load runs/translator
+    echo "== report: runs/translator/report.html"
     ;;
   test)
     install_missing "${PACKAGES[@]}"

@@ -62,7 +62,7 @@ std::string fmt_tick(double v) {
 
 void Html::line_chart(const std::string& title, const std::string& x_label, const std::vector<Series>& series,
                       bool log_y) {
-  const double W = 640, H = 300, L = 70, R = 150, T = 30, B = 45;
+  const double W = 680, H = 300, L = 70, R = 190, T = 30, B = 45;
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   auto ty = [&](double y) { return log_y ? std::log10(std::max(y, 1e-12)) : y; };
   for (const auto& s : series)
@@ -123,7 +123,8 @@ void Html::heatmap_grid(const std::string& caption, const std::vector<Heatmap>& 
     const size_t rows = m.w.size(), cols = rows ? m.w[0].size() : 0;
     const double cell = std::clamp(240.0 / static_cast<double>(std::max<size_t>({rows, cols, 1})), 4.0, 18.0);
     const double left = m.row_labels.empty() ? 4 : 60, top = m.col_labels.empty() ? 20 : 70;
-    const double W = left + cell * static_cast<double>(cols) + 4, H = top + cell * static_cast<double>(rows) + 4;
+    const double W = std::max(left + cell * static_cast<double>(cols) + 4, left + 7.0 * static_cast<double>(m.title.size())),
+                 H = top + cell * static_cast<double>(rows) + 4;
     std::string svg = fmt::format(
         "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\">"
         "<text x=\"{}\" y=\"13\" font-size=\"12\" font-weight=\"bold\">{}</text>\n",

@@ -146,7 +146,7 @@ std::string detokenize(const std::vector<std::string>& tokens) {
   return out;
 }
 
-WordVocab WordVocab::build(const std::vector<std::string>& sentences, int64_t max_size, bool lowercase) {
+WordVocab WordVocab::build(const std::vector<std::string>& sentences, int64_t max_size, bool lowercase, int64_t min_count) {
   std::map<std::string, std::pair<int64_t, int64_t>> counts;  // token -> (count, first seen)
   int64_t order = 0;
   for (const auto& s : sentences)
@@ -162,7 +162,8 @@ WordVocab WordVocab::build(const std::vector<std::string>& sentences, int64_t ma
   WordVocab w;
   w.lowercase_ = lowercase;
   w.tokens_ = {"<pad>", "<bos>", "<eos>", "<unk>"};
-  for (size_t i = 0; i < v.size() && static_cast<int64_t>(w.tokens_.size()) < max_size; ++i) w.tokens_.push_back(v[i].first);
+  for (size_t i = 0; i < v.size() && static_cast<int64_t>(w.tokens_.size()) < max_size; ++i)
+    if (v[i].second.first >= min_count) w.tokens_.push_back(v[i].first);
   for (size_t i = 0; i < w.tokens_.size(); ++i) w.index_[w.tokens_[i]] = static_cast<int64_t>(i);
   return w;
 }

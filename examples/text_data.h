@@ -40,8 +40,10 @@ std::string detokenize(const std::vector<std::string>& tokens);
 class WordVocab {
  public:
   static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
-  // The max_size most frequent tokens (after the four specials), ties in first-seen order.
-  static WordVocab build(const std::vector<std::string>& sentences, int64_t max_size, bool lowercase);
+  // The max_size most frequent tokens seen at least min_count times (after the four specials),
+  // ties in first-seen order.
+  static WordVocab build(const std::vector<std::string>& sentences, int64_t max_size, bool lowercase,
+                         int64_t min_count = 1);
   static absl::StatusOr<WordVocab> parse(const std::string& text);  // one token a line, line 1: "lowercase 0|1"
   std::string serialize() const;
   std::vector<int64_t> encode(const std::string& sentence) const;  // no bos/eos

@@ -34,4 +34,15 @@ expect_error "not a valid gzip file" "$BIN/train_lm" --text "$TMP/bad.gz" --out 
 mkdir -p "$TMP/corrupt"
 echo "garbage" >"$TMP/corrupt/checkpoint.safetensors"
 expect_error "not a valid safetensors file" "$BIN/train_lm" --text "$TMP/text.txt" --out "$TMP/corrupt" --resume --steps 2
+expect_error "cannot open" "$BIN/train_translator" --src "$TMP/missing.de" --tgt "$TMP/text.txt" --save "$TMP/tr"
+expect_error "must be aligned" "$BIN/train_translator" --src "$TMP/text.txt" --tgt "$TMP/bad.gz" --save "$TMP/tr"
+expect_error "bad flags" "$BIN/train_translator" --width 10 --heads 3 --save "$TMP/tr"
+printf 'eins zwei\n' >"$TMP/one.tsv"
+expect_error "no tab" "$BIN/train_translator" --pairs "$TMP/one.tsv" --save "$TMP/tr"
+expect_error "cannot open" "$BIN/translate" --load "$TMP/nothing"
+mkdir -p "$TMP/badmodel"
+printf 'lowercase 0\n<pad>\n<bos>\n<eos>\n<unk>\nhallo\n' >"$TMP/badmodel/src_vocab.txt"
+cp "$TMP/badmodel/src_vocab.txt" "$TMP/badmodel/tgt_vocab.txt"
+head -c 100 /dev/urandom >"$TMP/badmodel/model.safetensors"
+expect_error "not a valid safetensors file" "$BIN/translate" --load "$TMP/badmodel"
 exit $((failures > 0))

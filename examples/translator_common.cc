@@ -1,0 +1,75 @@
+#include "examples/translator_common.h"
+
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+
+#include "examples/common.h"
+
+namespace tg::examples {
+
+tg::TransformerConfig TranslatorConfig::model(int64_t src_vocab, int64_t tgt_vocab) const {
+  tg::TransformerConfig c;
+  c.src_vocab = src_vocab;
+  c.tgt_vocab = tgt_vocab;
+  c.layer = {.d_model = width, .heads = heads, .d_ff = ff, .dropout = dropout};
+  c.encoder_layers = c.decoder_layers = layers;
+  c.max_len = max_len;
+  c.pad_id = WordVocab::kPad;
+  return c;
+}
+
+tg::Metadata TranslatorConfig::to_metadata() const {
+  return {{"layers", std::to_string(layers)}, {"width", std::to_string(width)}, {"heads", std::to_string(heads)},
+          {"ff", std::to_string(ff)},         {"max_len", std::to_string(max_len)}, {"dropout", std::to_string(dropout)}};
+}
+
+absl::StatusOr<TranslatorConfig> TranslatorConfig::from_metadata(const tg::Metadata& m) {
+  TranslatorConfig c;
+  auto get = [&](const char* key, int64_t& v) {
+    auto it = m.find(key);
+    return it != m.end() && absl::SimpleAtoi(it->second, &v) && v > 0;
+  };
+  auto it = m.find("dropout");
+  if (!get("layers", c.layers) || !get("width", c.width) || !get("heads", c.heads) || !get("ff", c.ff) ||
+      !get("max_len", c.max_len) || it == m.end() || !absl::SimpleAtod(it->second, &c.dropout) || c.width % c.heads != 0)
+    return absl::InvalidArgumentError("the model file lacks a valid translator configuration (layers, width, heads, ff, max_len, dropout)");
+  return c;
+}
+
+std::string Translator::translate(const std::string& sentence, int64_t beam, int64_t max_len) const {
+  std::vector<int64_t> ids = src_vocab.encode(sentence);
+  if (ids.empty()) return "";
+  if (static_cast<int64_t>(ids.size()) > cfg.max_len - 2) ids.resize(static_cast<size_t>(cfg.max_len - 2));
+  Tensor src = tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  auto hyps = tg::beam_search(*model, src,
+                              {.bos = WordVocab::kBos, .eos = WordVocab::kEos,
+                               .max_len = std::min<int64_t>(max_len, cfg.max_len - 1), .beam_size = beam});
+  return hyps.empty() ? "" : tgt_vocab.decode(hyps[0].tokens);
+}
+
+absl::StatusOr<Translator> load_translator(const std::string& dir) {
+  Translator t;
+  for (auto [file, vocab] : {std::pair{"/src_vocab.txt", &t.src_vocab}, std::pair{"/tgt_vocab.txt", &t.tgt_vocab}}) {
+    absl::StatusOr<std::string> text = read_text(dir + file);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<WordVocab> v = WordVocab::parse(*text);
+    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(dir, file, ": ", v.status().message()));
+    *vocab = *std::move(v);
+  }
+  const std::string path = dir + "/model.safetensors";
+  absl::StatusOr<tg::SafetensorsFile> f = tg::load_safetensors(path);
+  if (!f.ok()) return f.status();
+  absl::StatusOr<TranslatorConfig> cfg = TranslatorConfig::from_metadata(f->metadata);
+  if (!cfg.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", cfg.status().message()));
+  t.cfg = *cfg;
+  t.model = std::make_unique<tg::Transformer>(t.cfg.model(t.src_vocab.size(), t.tgt_vocab.size()));
+  try {
+    t.model->load_state_dict(f->tensors);
+  } catch (const tg::Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  t.model->eval();
+  return t;
+}
+
+}  // namespace tg::examples
