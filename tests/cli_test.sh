@@ -46,4 +46,6 @@ printf 'lowercase 0\n<pad>\n<bos>\n<eos>\n<unk>\nhallo\n' >"$TMP/badmodel/src_vo
 cp "$TMP/badmodel/src_vocab.txt" "$TMP/badmodel/tgt_vocab.txt"
 head -c 100 /dev/urandom >"$TMP/badmodel/model.safetensors"
 expect_error "not a valid safetensors file" "$BIN/translate" --load "$TMP/badmodel"
+expect_error "bad flags" "$BIN/explain_attention" --width 10 --heads 3 --out "$TMP/ex"
+expect_error "cannot open" "$BIN/explain_attention" --src "$TMP/missing" --tgt "$TMP/text.txt" --out "$TMP/ex"
 exit $((failures > 0))
