@@ -44,29 +44,14 @@ namespace {
 
 struct Data {
   WordVocab sv, tv;
-  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> train, valid;
+  std::vector<ex::Example> train, valid;
 };
 
-struct Batch {
-  Tensor src, tgt_in, tgt_out;
-};
-
-Batch batch_of(const Data& d, const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>& set, size_t first,
-               size_t n) {
-  size_t S = 1, T = 1;
-  for (size_t i = first; i < first + n; ++i) S = std::max(S, set[i % set.size()].first.size()), T = std::max(T, set[i % set.size()].second.size() + 1);
-  std::vector<int64_t> src(n * S, 0), tin(n * T, 0), tout(n * T, 0);
-  for (size_t b = 0; b < n; ++b) {
-    const auto& [s, t] = set[(first + b) % set.size()];
-    std::copy(s.begin(), s.end(), src.begin() + static_cast<std::ptrdiff_t>(b * S));
-    tin[b * T] = WordVocab::kBos;
-    for (size_t j = 0; j < t.size(); ++j) tin[b * T + j + 1] = tout[b * T + j] = t[j];
-    tout[b * T + t.size()] = WordVocab::kEos;
-  }
-  (void)d;
-  const auto N = static_cast<int64_t>(n);
-  return {tg::from_vector(src, {N, static_cast<int64_t>(S)}), tg::from_vector(tin, {N, static_cast<int64_t>(T)}),
-          tg::from_vector(tout, {N, static_cast<int64_t>(T)})};
+// n pairs of `set` from `first` on (wrapping around).
+ex::Batch batch_of(const std::vector<ex::Example>& set, size_t first, size_t n) {
+  std::vector<size_t> idx(n);
+  for (size_t b = 0; b < n; ++b) idx[b] = (first + b) % set.size();
+  return ex::make_batch(set, idx);
 }
 
 tg::TransformerConfig small(const Data& d) {
@@ -86,7 +71,7 @@ double valid_loss(tg::Transformer& m, const Data& d) {
   double total = 0;
   int64_t n = 0;
   for (size_t i = 0; i < d.valid.size(); i += 64) {
-    Batch b = batch_of(d, d.valid, i, std::min<size_t>(64, d.valid.size() - i));
+    ex::Batch b = batch_of(d.valid, i, std::min<size_t>(64, d.valid.size() - i));
     total += tg::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out, {.ignore_index = 0, .reduction = tg::Reduction::Sum}).item();
     n += tg::ne(b.tgt_out, 0.0).to(tg::kFloat32).sum().item<int64_t>();
   }
@@ -103,7 +88,7 @@ std::vector<std::pair<double, double>> train(tg::Transformer& m, const Data& d, 
   const int64_t steps = absl::GetFlag(FLAGS_steps), B = absl::GetFlag(FLAGS_batch);
   ex::Progress progress(steps);
   for (int64_t s = 0; s < steps; ++s) {
-    Batch b = batch_of(d, d.train, static_cast<size_t>(s * B), static_cast<size_t>(B));
+    ex::Batch b = batch_of(d.train, static_cast<size_t>(s * B), static_cast<size_t>(B));
     Tensor loss = tg::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out, {.ignore_index = 0});
     opt.zero_grad();
     loss.backward();  // one backward reaches every parameter...
@@ -156,7 +141,7 @@ int main(int argc, char** argv) {
       for (const auto& [a, b] : *part) {
         auto x = d.sv.encode(a), y = d.tv.encode(b);
         if (x.empty() || y.empty() || x.size() > 60 || y.size() > 60) continue;
-        (part == &split.train ? d.train : d.valid).emplace_back(x, y);
+        (part == &split.train ? d.train : d.valid).push_back({x, y});
       }
     tg::Generator g(absl::GetFlag(FLAGS_seed));
     for (size_t i = d.train.size(); i > 1; --i) std::swap(d.train[i - 1], d.train[g.next_u64() % i]);
@@ -177,7 +162,7 @@ int main(int argc, char** argv) {
   tg::manual_seed(absl::GetFlag(FLAGS_seed));
   tg::Transformer learned(small(d));
   // Heads at initialisation (experiment 7), on the first validation sentence.
-  const auto& probe = d.valid[0].first;
+  const auto& probe = d.valid[0].src;
   Tensor probe_src = tg::from_vector(probe, {1, static_cast<int64_t>(probe.size())});
   auto encoder_maps = [&](tg::Transformer& m) {
     m.set_record_attention(true);

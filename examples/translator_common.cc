@@ -1,5 +1,7 @@
 #include "examples/translator_common.h"
 
+#include <algorithm>
+
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 
@@ -45,6 +47,24 @@ std::string Translator::translate(const std::string& sentence, int64_t beam, int
                               {.bos = WordVocab::kBos, .eos = WordVocab::kEos,
                                .max_len = std::min<int64_t>(max_len, cfg.max_len - 1), .beam_size = beam});
   return hyps.empty() ? "" : tgt_vocab.decode(hyps[0].tokens);
+}
+
+Batch make_batch(const std::vector<Example>& data, const std::vector<size_t>& idx) {
+  size_t S = 1, T = 1;
+  for (size_t i : idx) S = std::max(S, data[i].src.size()), T = std::max(T, data[i].tgt.size() + 1);
+  const int64_t n = static_cast<int64_t>(idx.size());
+  std::vector<int64_t> src(n * S, WordVocab::kPad), tin(n * T, WordVocab::kPad), tout(n * T, WordVocab::kPad);
+  int64_t tokens = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const Example& e = data[idx[static_cast<size_t>(b)]];
+    std::copy(e.src.begin(), e.src.end(), src.begin() + b * static_cast<int64_t>(S));
+    tin[b * T] = WordVocab::kBos;
+    for (size_t j = 0; j < e.tgt.size(); ++j) tin[b * T + j + 1] = tout[b * T + j] = e.tgt[j];
+    tout[b * T + e.tgt.size()] = WordVocab::kEos;
+    tokens += static_cast<int64_t>(e.tgt.size()) + 1;
+  }
+  return {tg::from_vector(src, {n, static_cast<int64_t>(S)}), tg::from_vector(tin, {n, static_cast<int64_t>(T)}),
+          tg::from_vector(tout, {n, static_cast<int64_t>(T)}), tokens};
 }
 
 absl::StatusOr<Translator> load_translator(const std::string& dir) {

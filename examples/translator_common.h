@@ -27,6 +27,18 @@ struct Translator {
   std::string translate(const std::string& sentence, int64_t beam = 4, int64_t max_len = 80) const;
 };
 
+// One training pair as ids (target without bos/eos).
+struct Example {
+  std::vector<int64_t> src, tgt;
+};
+// Padded tensors for a batch: src [B, S], tgt_in = bos + target, tgt_out = target + eos; tokens
+// counts the target tokens (eos included).
+struct Batch {
+  Tensor src, tgt_in, tgt_out;
+  int64_t tokens;
+};
+Batch make_batch(const std::vector<Example>& data, const std::vector<size_t>& idx);
+
 // DIR/model.safetensors (weights + config metadata), DIR/src_vocab.txt, DIR/tgt_vocab.txt.
 absl::StatusOr<Translator> load_translator(const std::string& dir);
 
