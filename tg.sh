@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(g++ cmake make pkg-config libfmt-dev libabsl-dev libxsimd-dev xtl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev)
+PACKAGES=(g++ cmake make pkg-config libfmt-dev libabsl-dev libxsimd-dev xtl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libsentencepiece-dev)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 install_missing() {

@@ -6,6 +6,7 @@
 #include <map>
 #include <regex>
 
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
@@ -146,11 +147,30 @@ std::string detokenize(const std::vector<std::string>& tokens) {
   return out;
 }
 
-WordVocab WordVocab::build(const std::vector<std::string>& sentences, int64_t max_size, bool lowercase, int64_t min_count) {
+std::vector<std::string> utf8_chars(const std::string& text, bool lowercase) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    if (i + n > text.size()) n = 1;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) n = 1;
+    out.push_back(text.substr(i, n));
+    if (lowercase && n == 1 && c < 0x80) out.back()[0] = static_cast<char>(std::tolower(c));
+    i += n;
+  }
+  return out;
+}
+
+WordVocab WordVocab::build(const std::vector<std::string>& sentences, int64_t max_size, bool lowercase, int64_t min_count,
+                           Unit unit) {
   std::map<std::string, std::pair<int64_t, int64_t>> counts;  // token -> (count, first seen)
   int64_t order = 0;
+  WordVocab w;
+  w.lowercase_ = lowercase;
+  w.unit_ = unit;
   for (const auto& s : sentences)
-    for (auto& t : word_tokens(s, lowercase)) {
+    for (auto& t : w.tokens_of(s)) {
       auto [it, fresh] = counts.try_emplace(t, 0, order);
       if (fresh) ++order;
       ++it->second.first;
@@ -159,8 +179,6 @@ WordVocab WordVocab::build(const std::vector<std::string>& sentences, int64_t ma
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return a.second.first != b.second.first ? a.second.first > b.second.first : a.second.second < b.second.second;
   });
-  WordVocab w;
-  w.lowercase_ = lowercase;
   w.tokens_ = {"<pad>", "<bos>", "<eos>", "<unk>"};
   for (size_t i = 0; i < v.size() && static_cast<int64_t>(w.tokens_.size()) < max_size; ++i)
     if (v[i].second.first >= min_count) w.tokens_.push_back(v[i].first);
@@ -169,17 +187,22 @@ WordVocab WordVocab::build(const std::vector<std::string>& sentences, int64_t ma
 }
 
 std::string WordVocab::serialize() const {
-  std::string out = fmt::format("lowercase {}\n", lowercase_ ? 1 : 0);
+  std::string out = fmt::format("{}lowercase {}\n", unit_ == Unit::kChars ? "characters " : "", lowercase_ ? 1 : 0);
   for (const auto& t : tokens_) out += t + "\n";
   return out;
 }
 
 absl::StatusOr<WordVocab> WordVocab::parse(const std::string& text) {
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  WordVocab w;
+  if (!lines.empty() && absl::StartsWith(lines[0], "characters ")) {
+    w.unit_ = Unit::kChars;
+    lines[0] = lines[0].substr(11);
+  }
   if (lines.size() < 5 || (lines[0] != "lowercase 0" && lines[0] != "lowercase 1") || lines[1] != "<pad>" ||
       lines[2] != "<bos>" || lines[3] != "<eos>" || lines[4] != "<unk>")
-    return absl::InvalidArgumentError("not a vocabulary file (expected 'lowercase 0|1' then <pad> <bos> <eos> <unk>)");
-  WordVocab w;
+    return absl::InvalidArgumentError(
+        "not a vocabulary file (expected '[characters ]lowercase 0|1' then <pad> <bos> <eos> <unk>)");
   w.lowercase_ = lines[0] == "lowercase 1";
   for (size_t i = 1; i < lines.size(); ++i) {
     if (lines[i].empty() && i + 1 == lines.size()) break;
@@ -192,7 +215,7 @@ absl::StatusOr<WordVocab> WordVocab::parse(const std::string& text) {
 
 std::vector<int64_t> WordVocab::encode(const std::string& sentence) const {
   std::vector<int64_t> out;
-  for (const auto& t : word_tokens(sentence, lowercase_)) {
+  for (const auto& t : tokens_of(sentence)) {
     auto it = index_.find(t);
     out.push_back(it == index_.end() ? kUnk : it->second);
   }
@@ -206,7 +229,10 @@ std::string WordVocab::decode(const std::vector<int64_t>& ids) const {
     if (id < 0 || id >= size() || id == kPad || id == kBos) continue;
     toks.push_back(id == kUnk ? "<unk>" : tokens_[static_cast<size_t>(id)]);
   }
-  return detokenize(toks);
+  if (unit_ == Unit::kWords) return detokenize(toks);
+  std::string out;
+  for (const auto& t : toks) out += t;
+  return out;
 }
 
 // ---- BLEU ----

@@ -37,18 +37,27 @@ Split split_pairs(const Pairs& pairs, int valid_percent = 2);
 std::vector<std::string> word_tokens(const std::string& text, bool lowercase = false);
 std::string detokenize(const std::vector<std::string>& tokens);
 
+// UTF-8 code points (an invalid byte stands alone), optionally ASCII-lower-cased.
+std::vector<std::string> utf8_chars(const std::string& text, bool lowercase = false);
+
+// A vocabulary of words (word_tokens) or of characters (utf8_chars).
 class WordVocab {
  public:
   static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
+  enum class Unit { kWords, kChars };
   // The max_size most frequent tokens seen at least min_count times (after the four specials),
   // ties in first-seen order.
   static WordVocab build(const std::vector<std::string>& sentences, int64_t max_size, bool lowercase,
-                         int64_t min_count = 1);
-  static absl::StatusOr<WordVocab> parse(const std::string& text);  // one token a line, line 1: "lowercase 0|1"
+                         int64_t min_count = 1, Unit unit = Unit::kWords);
+  // One token a line; line 1: "lowercase 0|1" (words) or "characters lowercase 0|1".
+  static absl::StatusOr<WordVocab> parse(const std::string& text);
   std::string serialize() const;
   std::vector<int64_t> encode(const std::string& sentence) const;  // no bos/eos
   std::string decode(const std::vector<int64_t>& ids) const;       // stops at eos, skips specials
-  std::vector<std::string> tokens_of(const std::string& sentence) const { return word_tokens(sentence, lowercase_); }
+  std::vector<std::string> tokens_of(const std::string& sentence) const {
+    return unit_ == Unit::kChars ? utf8_chars(sentence, lowercase_) : word_tokens(sentence, lowercase_);
+  }
+  Unit unit() const { return unit_; }
   const std::string& token(int64_t id) const { return tokens_.at(static_cast<size_t>(id)); }
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
 
@@ -56,6 +65,7 @@ class WordVocab {
   std::vector<std::string> tokens_;
   absl::flat_hash_map<std::string, int64_t> index_;
   bool lowercase_ = false;
+  Unit unit_ = Unit::kWords;
 };
 
 struct Bleu {

@@ -1,7 +1,8 @@
 // train_translator: an encoder-decoder transformer on sentence pairs, within a wall-clock budget.
 //
 //   ./build/train_translator --minutes 5                      # German->English pairs from trans-de-en
-//   ./build/train_translator --src train.de.gz --tgt train.en.gz --valid_src val.de.gz --valid_tgt val.en.gz --minutes 60
+//   ./build/train_translator --src train.de.gz --tgt train.en.gz --valid_src val.de.gz --valid_tgt val.en.gz --minutes 60 \
+//       --tokenizer bpe --vocab 8000   # SentencePiece BPE trained on the training text (or: word, char, unigram)
 //
 // Each epoch: validation loss and corpus BLEU (sacreBLEU's definition) on the validation pairs,
 // a checkpoint (--resume continues from it). At the end: beam-search translations of sample
@@ -16,6 +17,7 @@
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
+#include <absl/strings/str_join.h>
 #include <fmt/format.h>
 
 #include "examples/common.h"
@@ -37,8 +39,9 @@ ABSL_FLAG(int64_t, width, 256, "d_model");
 ABSL_FLAG(int64_t, heads, 4, "attention heads");
 ABSL_FLAG(int64_t, ff, 1024, "feed-forward width");
 ABSL_FLAG(double, dropout, 0.1, "dropout");
-ABSL_FLAG(int64_t, vocab, 8000, "largest vocabulary per language (words and punctuation)");
-ABSL_FLAG(int64_t, min_count, 2, "rarer words become <unk>");
+ABSL_FLAG(std::string, tokenizer, "word", "word, char, or SentencePiece subwords: bpe or unigram (trained on the training text, saved in SAVE)");
+ABSL_FLAG(int64_t, vocab, 8000, "vocabulary per language: the most words or characters kept, or the number of subword pieces");
+ABSL_FLAG(int64_t, min_count, 2, "rarer words or characters become <unk> (word, char)");
 ABSL_FLAG(bool, lowercase, false, "lower-case before tokenizing");
 ABSL_FLAG(int64_t, batch_tokens, 1500, "padded target tokens per batch");
 ABSL_FLAG(int64_t, max_tokens, 60, "drop training pairs longer than this (tokens, either side)");
@@ -47,13 +50,16 @@ ABSL_FLAG(int64_t, warmup, 200, "warm-up steps");
 ABSL_FLAG(double, label_smoothing, 0.1, "label smoothing");
 ABSL_FLAG(int64_t, beam, 4, "beam size for the sample translations");
 ABSL_FLAG(int64_t, bleu_sentences, 400, "validation sentences translated (greedy) for BLEU each epoch (0: all)");
+ABSL_FLAG(bool, final_bleu, true, "after training, BLEU on every validation sentence (greedy, batched)");
+ABSL_FLAG(bool, beam_bleu, false, "with --final_bleu, also with beam search (slower: one sentence at a time)");
 ABSL_FLAG(int64_t, samples, 5, "validation sentences to translate with beam search at the end");
 ABSL_FLAG(uint64_t, seed, 1, "random seed");
 ABSL_FLAG(int32_t, threads, 0, "threads (0: TG_NUM_THREADS or all cores)");
 
 namespace ex = tg::examples;
 using tg::Tensor;
-using ex::WordVocab;
+using ex::Tokenizer;
+using WordVocab = ex::Tokenizer;  // for the special ids
 using ex::Example;
 using ex::Batch;
 using ex::make_batch;
@@ -84,7 +90,7 @@ std::vector<std::vector<size_t>> make_batches(const std::vector<Example>& data, 
   return out;
 }
 
-std::vector<Example> encode_pairs(const ex::Pairs& pairs, const WordVocab& sv, const WordVocab& tv, int64_t max_tokens,
+std::vector<Example> encode_pairs(const ex::Pairs& pairs, const Tokenizer& sv, const Tokenizer& tv, int64_t max_tokens,
                                   int64_t* dropped) {
   std::vector<Example> out;
   *dropped = 0;
@@ -116,7 +122,7 @@ double valid_loss(tg::Transformer& model, const std::vector<Example>& data, int6
 }
 
 // Greedy translations of the first n validation pairs (batched), scored with corpus BLEU.
-ex::Bleu valid_bleu(tg::Transformer& model, const std::vector<Example>& data, const ex::Pairs& raw, const WordVocab& tv,
+ex::Bleu valid_bleu(tg::Transformer& model, const std::vector<Example>& data, const ex::Pairs& raw, const Tokenizer& tv,
                     int64_t n) {
   n = n <= 0 ? static_cast<int64_t>(data.size()) : std::min<int64_t>(n, static_cast<int64_t>(data.size()));
   std::vector<std::string> hyps, refs;
@@ -156,7 +162,8 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_threads) > 0) tg::set_num_threads(absl::GetFlag(FLAGS_threads));
   ex::TranslatorConfig cfg{.layers = absl::GetFlag(FLAGS_layers), .width = absl::GetFlag(FLAGS_width),
                            .heads = absl::GetFlag(FLAGS_heads), .ff = absl::GetFlag(FLAGS_ff), .max_len = 256,
-                           .dropout = absl::GetFlag(FLAGS_dropout)};
+                           .dropout = absl::GetFlag(FLAGS_dropout),
+                           .tokenizer = ex::or_fail(ex::parse_tokenizer_kind(absl::GetFlag(FLAGS_tokenizer)))};
   if (cfg.layers < 1 || cfg.width < 1 || cfg.heads < 1 || cfg.width % cfg.heads != 0 || cfg.ff < 1 || cfg.dropout < 0 ||
       cfg.dropout >= 1 || absl::GetFlag(FLAGS_vocab) < 10 || absl::GetFlag(FLAGS_batch_tokens) < 1 ||
       absl::GetFlag(FLAGS_minutes) <= 0 || absl::GetFlag(FLAGS_max_tokens) < 1 || absl::GetFlag(FLAGS_max_tokens) > 250)
@@ -187,17 +194,25 @@ int main(int argc, char** argv) {
     valid_pairs = std::move(split.valid);
     if (valid_pairs.empty()) ex::fail(source + ": too few pairs to hold out a validation set; pass --valid_src/--valid_tgt");
   }
-  WordVocab src_vocab, tgt_vocab;
+  Tokenizer src_vocab, tgt_vocab;
+  const std::string src_file = dir + "/" + Tokenizer::file_name(cfg.tokenizer, "src");
+  const std::string tgt_file = dir + "/" + Tokenizer::file_name(cfg.tokenizer, "tgt");
   if (absl::GetFlag(FLAGS_resume)) {
-    src_vocab = ex::or_fail(WordVocab::parse(ex::or_fail(ex::read_text(dir + "/src_vocab.txt"))));
-    tgt_vocab = ex::or_fail(WordVocab::parse(ex::or_fail(ex::read_text(dir + "/tgt_vocab.txt"))));
+    src_vocab = ex::or_fail(Tokenizer::load(cfg.tokenizer, src_file));
+    tgt_vocab = ex::or_fail(Tokenizer::load(cfg.tokenizer, tgt_file));
   } else {
     std::vector<std::string> s, t;
     for (const auto& [a, b] : train_pairs) s.push_back(a), t.push_back(b);
-    src_vocab = WordVocab::build(s, absl::GetFlag(FLAGS_vocab), absl::GetFlag(FLAGS_lowercase), absl::GetFlag(FLAGS_min_count));
-    tgt_vocab = WordVocab::build(t, absl::GetFlag(FLAGS_vocab), absl::GetFlag(FLAGS_lowercase), absl::GetFlag(FLAGS_min_count));
-    ex::or_fail(tg::write_file_atomic(dir + "/src_vocab.txt", src_vocab.serialize()));
-    ex::or_fail(tg::write_file_atomic(dir + "/tgt_vocab.txt", tgt_vocab.serialize()));
+    const Tokenizer::Options o{.vocab_size = absl::GetFlag(FLAGS_vocab), .min_count = absl::GetFlag(FLAGS_min_count),
+                               .lowercase = absl::GetFlag(FLAGS_lowercase)};
+    ex::Progress timer(1);
+    src_vocab = ex::or_fail(Tokenizer::train(cfg.tokenizer, s, o));
+    tgt_vocab = ex::or_fail(Tokenizer::train(cfg.tokenizer, t, o));
+    ex::or_fail(src_vocab.save(src_file));
+    ex::or_fail(tgt_vocab.save(tgt_file));
+    std::printf("%s tokenizers: %lld / %lld tokens (%.1f s), saved as %s and %s\n", ex::tokenizer_name(cfg.tokenizer),
+                static_cast<long long>(src_vocab.size()), static_cast<long long>(tgt_vocab.size()), timer.elapsed(),
+                src_file.c_str(), tgt_file.c_str());
   }
   int64_t dropped = 0, vdropped = 0;
   std::vector<Example> train = encode_pairs(train_pairs, src_vocab, tgt_vocab, absl::GetFlag(FLAGS_max_tokens), &dropped);
@@ -295,8 +310,35 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  // Sample translations with beam search.
   auto loaded = ex::or_fail(ex::load_translator(dir));
+  std::string final_line;
+  if (absl::GetFlag(FLAGS_final_bleu) && !valid.empty()) {
+    ex::Progress t1(1);
+    ex::Bleu greedy = valid_bleu(model, valid, valid_raw, tgt_vocab, 0);
+    const double greedy_s = t1.elapsed();
+    final_line = fmt::format("final validation BLEU on all {} sentences: {:.2f} greedy ({:.0f} s); BP {:.3f}, precisions "
+                             "{:.1f}/{:.1f}/{:.1f}/{:.1f}", valid_raw.size(), greedy.score, greedy_s, greedy.bp,
+                             greedy.precisions[0], greedy.precisions[1], greedy.precisions[2], greedy.precisions[3]);
+    std::vector<std::string> hyps, refs;
+    double beam_score = -1;
+    if (absl::GetFlag(FLAGS_beam_bleu)) {
+      ex::Progress t2(static_cast<int64_t>(valid_raw.size()));
+      for (const auto& [s, t] : valid_raw) {
+        hyps.push_back(loaded.translate(s, absl::GetFlag(FLAGS_beam)));
+        refs.push_back(t);
+        t2.update(static_cast<int64_t>(hyps.size()), "beam search over the validation set");
+      }
+      t2.finish("");
+      beam_score = ex::corpus_bleu(hyps, refs).score;
+      final_line += fmt::format("; {:.2f} with beam {} ({:.0f} s)", beam_score, absl::GetFlag(FLAGS_beam), t2.elapsed());
+      ex::or_fail(tg::write_file_atomic(dir + "/valid_hypotheses.txt", absl::StrJoin(hyps, "\n") + "\n"));
+    }
+    std::printf("%s\n", final_line.c_str());
+    metrics.log({{"step", static_cast<double>(step)}, {"bleu_greedy_all", greedy.score}}, "final");
+    if (beam_score >= 0) metrics.log({{"step", static_cast<double>(step)}, {"bleu_beam_all", beam_score}}, "final");
+  }
+
+  // Sample translations with beam search.
   std::vector<std::vector<std::string>> rows;
   const int64_t nsamples = std::min<int64_t>(absl::GetFlag(FLAGS_samples), static_cast<int64_t>(valid_raw.size()));
   for (int64_t i = 0; i < nsamples; ++i) {
@@ -308,11 +350,13 @@ int main(int argc, char** argv) {
 
   // Report.
   tg::report::Html html("train_translator");
-  html.paragraph(fmt::format("{}: {} training pairs, {} validation; vocabularies {} / {}; {} + {} layers, width {}, {} heads, "
+  html.paragraph(fmt::format("{}: {} training pairs, {} validation; {} vocabularies {} / {}; {} + {} layers, width {}, {} heads, "
                              "d_ff {}; {} parameters; {} steps in {:.1f} min; validation BLEU {:.2f} (greedy).",
-                             source, train.size(), valid.size(), src_vocab.size(), tgt_vocab.size(), cfg.layers, cfg.layers,
+                             source, train.size(), valid.size(), ex::tokenizer_name(cfg.tokenizer), src_vocab.size(),
+                             tgt_vocab.size(), cfg.layers, cfg.layers,
                              cfg.width, cfg.heads, cfg.ff, model.num_parameters(), step, (spent + clock.elapsed()) / 60,
                              bleu.score));
+  if (!final_line.empty()) html.paragraph(final_line + ".");
   html.line_chart("loss (nats/token)", "step", {{"train (label-smoothed)", train_curve}, {"validation", valid_curve}});
   html.line_chart("validation BLEU", "step", {{"BLEU", bleu_curve}});
   html.line_chart("learning rate", "step", {{"lr", lr_curve}});

@@ -22,7 +22,8 @@ tg::TransformerConfig TranslatorConfig::model(int64_t src_vocab, int64_t tgt_voc
 
 tg::Metadata TranslatorConfig::to_metadata() const {
   return {{"layers", std::to_string(layers)}, {"width", std::to_string(width)}, {"heads", std::to_string(heads)},
-          {"ff", std::to_string(ff)},         {"max_len", std::to_string(max_len)}, {"dropout", std::to_string(dropout)}};
+          {"ff", std::to_string(ff)},         {"max_len", std::to_string(max_len)}, {"dropout", std::to_string(dropout)},
+          {"tokenizer", tokenizer_name(tokenizer)}};
 }
 
 absl::StatusOr<TranslatorConfig> TranslatorConfig::from_metadata(const tg::Metadata& m) {
@@ -35,6 +36,11 @@ absl::StatusOr<TranslatorConfig> TranslatorConfig::from_metadata(const tg::Metad
   if (!get("layers", c.layers) || !get("width", c.width) || !get("heads", c.heads) || !get("ff", c.ff) ||
       !get("max_len", c.max_len) || it == m.end() || !absl::SimpleAtod(it->second, &c.dropout) || c.width % c.heads != 0)
     return absl::InvalidArgumentError("the model file lacks a valid translator configuration (layers, width, heads, ff, max_len, dropout)");
+  if (auto t = m.find("tokenizer"); t != m.end()) {  // older models have none: words
+    absl::StatusOr<TokenizerKind> k = parse_tokenizer_kind(t->second);
+    if (!k.ok()) return k.status();
+    c.tokenizer = *k;
+  }
   return c;
 }
 
@@ -69,19 +75,17 @@ Batch make_batch(const std::vector<Example>& data, const std::vector<size_t>& id
 
 absl::StatusOr<Translator> load_translator(const std::string& dir) {
   Translator t;
-  for (auto [file, vocab] : {std::pair{"/src_vocab.txt", &t.src_vocab}, std::pair{"/tgt_vocab.txt", &t.tgt_vocab}}) {
-    absl::StatusOr<std::string> text = read_text(dir + file);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<WordVocab> v = WordVocab::parse(*text);
-    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(dir, file, ": ", v.status().message()));
-    *vocab = *std::move(v);
-  }
   const std::string path = dir + "/model.safetensors";
   absl::StatusOr<tg::SafetensorsFile> f = tg::load_safetensors(path);
   if (!f.ok()) return f.status();
   absl::StatusOr<TranslatorConfig> cfg = TranslatorConfig::from_metadata(f->metadata);
   if (!cfg.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", cfg.status().message()));
   t.cfg = *cfg;
+  for (auto [side, tok] : {std::pair{"src", &t.src_vocab}, std::pair{"tgt", &t.tgt_vocab}}) {
+    absl::StatusOr<Tokenizer> v = Tokenizer::load(t.cfg.tokenizer, dir + "/" + Tokenizer::file_name(t.cfg.tokenizer, side));
+    if (!v.ok()) return v.status();
+    *tok = *std::move(v);
+  }
   t.model = std::make_unique<tg::Transformer>(t.cfg.model(t.src_vocab.size(), t.tgt_vocab.size()));
   try {
     t.model->load_state_dict(f->tensors);

@@ -7,6 +7,7 @@
 #include <absl/status/statusor.h>
 
 #include "examples/text_data.h"
+#include "examples/tokenizer.h"
 #include "tapegrad.h"
 
 namespace tg::examples {
@@ -14,6 +15,7 @@ namespace tg::examples {
 struct TranslatorConfig {
   int64_t layers = 3, width = 256, heads = 4, ff = 1024, max_len = 256;
   double dropout = 0.1;
+  TokenizerKind tokenizer = TokenizerKind::kWord;
   tg::TransformerConfig model(int64_t src_vocab, int64_t tgt_vocab) const;
   tg::Metadata to_metadata() const;
   static absl::StatusOr<TranslatorConfig> from_metadata(const tg::Metadata& m);
@@ -21,7 +23,7 @@ struct TranslatorConfig {
 
 struct Translator {
   TranslatorConfig cfg;
-  WordVocab src_vocab, tgt_vocab;
+  Tokenizer src_vocab, tgt_vocab;
   std::unique_ptr<tg::Transformer> model;
   // One sentence in, beam search, detokenized text out.
   std::string translate(const std::string& sentence, int64_t beam = 4, int64_t max_len = 80) const;
@@ -39,7 +41,8 @@ struct Batch {
 };
 Batch make_batch(const std::vector<Example>& data, const std::vector<size_t>& idx);
 
-// DIR/model.safetensors (weights + config metadata), DIR/src_vocab.txt, DIR/tgt_vocab.txt.
+// DIR/model.safetensors (weights + config metadata, the tokenizer kind included) and the two
+// tokenizer files (Tokenizer::file_name: src_vocab.txt / tgt_vocab.txt, or src.spm / tgt.spm).
 absl::StatusOr<Translator> load_translator(const std::string& dir);
 
 }  // namespace tg::examples

@@ -63,7 +63,7 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Tensor
   std::vector<std::vector<int64_t>> ys(B, std::vector<int64_t>{o.bos});
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < o.max_len; ++step) {
-    auto lp = last_log_probs(model.decode(ids_tensor(ys), memory, src));
+    auto lp = last_log_probs(model.decode(ids_tensor(ys), memory, src, /*last_only=*/true));
     bool all_done = true;
     for (size_t b = 0; b < B; ++b) {
       int64_t next = done[b] ? o.eos : std::max_element(lp[b].begin(), lp[b].end()) - lp[b].begin();
@@ -99,7 +99,7 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const
     for (const Beam& b : alive) rows.push_back(b.ys);
     Tensor memory = nb == 1 ? memory1 : expand(memory1, {nb, -1, -1});
     Tensor srcs = nb == 1 ? src : expand(src, {nb, -1});
-    auto lp = last_log_probs(model.decode(ids_tensor(rows), memory, srcs));
+    auto lp = last_log_probs(model.decode(ids_tensor(rows), memory, srcs, /*last_only=*/true));
     // The K best continuations over all beams.
     struct Cand {
       double lp;

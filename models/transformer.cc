@@ -161,11 +161,12 @@ Tensor Transformer::encode(const Tensor& src) {
   return encoder->forward(embed(*src_embed, src), {.key_padding = padding_mask(src, cfg.pad_id)});
 }
 
-Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src) {
+Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src, bool last_only) {
   check_ids(tgt, cfg.tgt_vocab, "Transformer::decode");
   check_ids(src, cfg.src_vocab, "Transformer::decode");
   Tensor h = decoder->forward(embed(*tgt_embed, tgt), memory, {.causal = true},
                               {.key_padding = padding_mask(src, cfg.pad_id)});
+  if (last_only && h.size(1) > 1) h = h.narrow(1, h.size(1) - 1, 1);
   return generator ? generator->forward(h) : matmul(h, tgt_embed->weight, false, true);
 }
 

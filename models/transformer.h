@@ -106,7 +106,8 @@ class Transformer : public Module {
   // src [B, S], tgt [B, T] int64 ids -> logits [B, T, tgt_vocab] (tgt is the shifted-right input).
   Tensor forward(const Tensor& src, const Tensor& tgt);
   Tensor encode(const Tensor& src);                                         // -> memory [B, S, D]
-  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src);  // -> logits
+  // -> logits [B, T, V]; with last_only, of the last position only [B, 1, V] (decoding needs no more).
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src, bool last_only = false);
   void set_record_attention(bool on);  // keep every MultiHeadAttention's weights (for maps)
   std::string type_name() const override { return "Transformer"; }
   TransformerConfig cfg;

@@ -46,6 +46,24 @@ printf 'lowercase 0\n<pad>\n<bos>\n<eos>\n<unk>\nhallo\n' >"$TMP/badmodel/src_vo
 cp "$TMP/badmodel/src_vocab.txt" "$TMP/badmodel/tgt_vocab.txt"
 head -c 100 /dev/urandom >"$TMP/badmodel/model.safetensors"
 expect_error "not a valid safetensors file" "$BIN/translate" --load "$TMP/badmodel"
+expect_error "unknown tokenizer 'wordpiece'" "$BIN/train_translator" --tokenizer wordpiece --save "$TMP/tr"
+for i in $(seq 1 300); do printf 'das haus nummer %d ist alt.\tthe house number %d is old.\n' "$i" "$i"; done >"$TMP/pairs.tsv"
+expect_error "Vocabulary size too high" "$BIN/train_translator" --pairs "$TMP/pairs.tsv" --tokenizer bpe --vocab 5000 --save "$TMP/tr"
+# Subword and character translators train, save and load end to end; a corrupt subword model is refused.
+for tok in bpe unigram char; do
+  if ! "$BIN/train_translator" --pairs "$TMP/pairs.tsv" --tokenizer "$tok" --vocab 40 --layers 1 --width 32 --heads 2 --ff 64 \
+       --epochs 1 --samples 1 --save "$TMP/tr_$tok" >"$TMP/out" 2>&1; then
+    echo "FAIL: train_translator --tokenizer $tok:"; tail -5 "$TMP/out"; failures=$((failures + 1))
+  elif ! echo "das haus nummer 7 ist alt." | "$BIN/translate" --load "$TMP/tr_$tok" >"$TMP/out" 2>&1; then
+    echo "FAIL: translate --load (tokenizer $tok):"; cat "$TMP/out"; failures=$((failures + 1))
+  else
+    echo "ok: train_translator --tokenizer $tok, then translate"
+  fi
+done
+printf 'garbage' >"$TMP/tr_bpe/tgt.spm"
+expect_error "not a SentencePiece model" "$BIN/translate" --load "$TMP/tr_bpe"
+rm "$TMP/tr_char/src_vocab.txt"
+expect_error "cannot open" "$BIN/translate" --load "$TMP/tr_char"
 expect_error "bad flags" "$BIN/explain_attention" --width 10 --heads 3 --out "$TMP/ex"
 expect_error "cannot open" "$BIN/explain_attention" --src "$TMP/missing" --tgt "$TMP/text.txt" --out "$TMP/ex"
 exit $((failures > 0))
