@@ -30,7 +30,20 @@ build() {  # build DIR [cmake options...]
 }
 
 # Text for the examples, from Debian packages (never downloaded at run time): the King James
-# Bible through bible-kjv's `bible` program, verse references stripped, one verse a line.
+# Bible through bible-kjv's `bible` program, verse references stripped, one verse a line; and
+# `./tg.sh data` adds modern English, WordNet 3.0's glosses and usage examples (wordnet-base), one
+# synset a line: 1.5 million words for word2vec's quality measurements.
+prepare_wordnet() {
+  install_missing wordnet-base
+  mkdir -p data
+  if [ ! -s data/wordnet.txt ]; then
+    # data.* lines: "offset lex_file pos n_words word lex_id ... | gloss; \"example\""; licence lines start with two spaces.
+    cat /usr/share/wordnet/data.{noun,verb,adj,adv} | grep -v '^  ' | sed -e 's/^[^|]*| //' -e 's/ *$//' > data/wordnet.txt.tmp
+    mv data/wordnet.txt.tmp data/wordnet.txt
+    echo "== data/wordnet.txt: $(wc -l < data/wordnet.txt) glosses, $(wc -w < data/wordnet.txt) words"
+  fi
+}
+
 prepare_data() {
   install_missing bible-kjv
   mkdir -p data
@@ -77,6 +90,7 @@ case "$cmd" in
     ;;
   data)
     prepare_data
+    prepare_wordnet
     ;;
   bench)
     install_missing "${PACKAGES[@]}" python3-torch libtorch-dev

@@ -5,8 +5,10 @@ stripped at word edges, one sentence a line), the same settings, then the same e
 
     /usr/bin/python3 bench/gensim_word2vec.py --train data/kjv.txt --workers 2 \
         --analogies questions-words.txt --similarity wordsim353.tsv
+    /usr/bin/python3 bench/gensim_word2vec.py --vectors vectors.bin --analogies ... --similarity ...
 
-Uses Debian's python3-gensim. Prints one JSON line.
+The second form only evaluates vectors in the original word2vec binary format (bench/word2vec_peers.sh
+uses it for the C word2vec's output). Uses Debian's python3-gensim. Prints one JSON line.
 """
 import argparse, json, math, string, sys, time
 
@@ -49,7 +51,8 @@ def spearman(a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--train", required=True)
+    ap.add_argument("--train", default="")
+    ap.add_argument("--vectors", default="", help="evaluate these vectors (word2vec binary format) instead of training")
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--window", type=int, default=5)
     ap.add_argument("--negative", type=int, default=5)
@@ -62,16 +65,20 @@ def main():
     ap.add_argument("--similarity", default="")
     a = ap.parse_args()
     import gensim
-    from gensim.models import Word2Vec
-    sents = sentences(a.train)
-    words = sum(len(s) for s in sents)
-    t0 = time.perf_counter()
-    m = Word2Vec(sents, vector_size=a.size, window=a.window, negative=a.negative, hs=0, sample=a.sample,
-                 min_count=a.min_count, epochs=a.iter, workers=a.workers, sg=0 if a.cbow else 1, seed=1)
-    secs = time.perf_counter() - t0
-    res = {"peer": "gensim " + gensim.__version__, "words": words, "vocab": len(m.wv), "seconds": secs,
-           "words_per_s": words * a.iter / secs, "workers": a.workers}
-    kv = m.wv
+    from gensim.models import KeyedVectors, Word2Vec
+    if a.vectors:
+        kv = KeyedVectors.load_word2vec_format(a.vectors, binary=True)
+        res = {"vectors": a.vectors, "vocab": len(kv)}
+    else:
+        sents = sentences(a.train)
+        words = sum(len(s) for s in sents)
+        t0 = time.perf_counter()
+        m = Word2Vec(sents, vector_size=a.size, window=a.window, negative=a.negative, hs=0, sample=a.sample,
+                     min_count=a.min_count, epochs=a.iter, workers=a.workers, sg=0 if a.cbow else 1, seed=1)
+        secs = time.perf_counter() - t0
+        res = {"peer": "gensim " + gensim.__version__, "words": words, "vocab": len(m.wv), "seconds": secs,
+               "words_per_s": words * a.iter / secs, "workers": a.workers}
+        kv = m.wv
     if a.analogies:
         top = set(kv.index_to_key[:30000])
         right = asked = skipped = 0

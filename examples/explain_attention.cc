@@ -7,7 +7,10 @@
 //   2. Ablation: learned projections vs. fixed identity (Q = K = V = X) vs. frozen random ones.
 //   3. Why divide by sqrt(d_k): softmax entropy and gradient size of attention rows at d_k = 64,
 //      with and without the scaling, and training curves of both.
+//   4. Static vs contextual embeddings: word2vec gives an ambiguous word ("bank", "watch") one
+//      vector; an encoder (of an English->German model) gives it one per sentence.
 //   5. An embedding lookup is a one-hot vector times the table: same output, same gradient.
+//   6. Frozen pretrained word2vec vectors as the transformer's input embeddings vs learned ones.
 //   7. Heads start different because they are initialised at random, and learn different patterns.
 //
 //   ./build/explain_attention --steps 300 --out runs/explain
@@ -19,6 +22,8 @@
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
 #include "examples/common.h"
@@ -33,6 +38,7 @@ ABSL_FLAG(int64_t, steps, 300, "training steps of every model");
 ABSL_FLAG(int64_t, width, 128, "d_model of the small translators");
 ABSL_FLAG(int64_t, heads, 4, "attention heads");
 ABSL_FLAG(int64_t, batch, 32, "sentence pairs per step");
+ABSL_FLAG(std::string, w2v_text, "", "more English text for the word2vec of experiments 4 and 6 (default: the English training sentences only)");
 ABSL_FLAG(uint64_t, seed, 1, "random seed");
 ABSL_FLAG(int32_t, threads, 0, "threads (0: TG_NUM_THREADS or all cores)");
 
@@ -113,6 +119,30 @@ double mean_entropy(const Tensor& w) {
   tg::NoGradGuard ng;
   Tensor p = w.to(tg::kFloat64);
   return -tg::mean(tg::sum(p * tg::log(tg::maximum(p, 1e-300)), {-1})).item();
+}
+
+
+// Sentences for experiment 4: each word three times, the first two in one sense, the third in another.
+struct Ambiguous {
+  const char* word;
+  const char* sentences[3];
+};
+const Ambiguous kAmbiguous[] = {
+    {"bank", {"We sat on the bank of the river.", "The boat drifted to the bank of the lake.", "I have to go to the bank to get money."}},
+    {"watch", {"My watch is five minutes slow.", "He lost his watch yesterday.", "We watch television every evening."}},
+    {"train", {"The train leaves at six.", "We missed the last train.", "They train every morning."}},
+    {"light", {"Please turn on the light.", "The light in the kitchen is broken.", "This suitcase is very light."}},
+    {"match", {"We won the match yesterday.", "The match ended in a draw.", "He struck a match in the dark."}},
+    {"play", {"The children play in the garden.", "They play football every day.", "We saw a play at the theatre."}},
+    {"left", {"Turn left at the next corner.", "The shop is on the left side.", "He left the house early."}},
+    {"can", {"I can swim very well.", "I think you can help me.", "He opened a can of beans."}},
+    {"kind", {"She is very kind to me.", "That was very kind of you.", "What kind of music do you like?"}},
+};
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0;
 }
 
 }  // namespace
@@ -297,6 +327,101 @@ int main(int argc, char** argv) {
                              absl::GetFlag(FLAGS_steps), loss_learned, loss_unscaled,
                              absl::GetFlag(FLAGS_width) / absl::GetFlag(FLAGS_heads)));
 
+  // ---- 4 and 6 use an English->German model: its encoder reads English ----
+  Data rev;
+  rev.sv = d.tv;
+  rev.tv = d.sv;
+  for (const auto& e : d.train) rev.train.push_back({e.tgt, e.src});
+  for (const auto& e : d.valid) rev.valid.push_back({e.tgt, e.src});
+  // word2vec (skip-gram) on the English sentences, tokenized as the translator tokenizes them.
+  std::vector<std::string> english;
+  for (const auto& [a, b] : split.train) english.push_back(b);
+  if (!absl::GetFlag(FLAGS_w2v_text).empty()) {
+    for (auto line : absl::StrSplit(ex::or_fail(ex::read_text(absl::GetFlag(FLAGS_w2v_text))), '\n'))
+      if (!line.empty()) english.emplace_back(line);
+  }
+  std::vector<std::string> flat;
+  for (const auto& s : english)
+    for (auto& t : rev.sv.tokens_of(s)) flat.push_back(std::move(t));
+  tg::Vocabulary w2v_vocab = tg::Vocabulary::build(flat, 2);
+  std::vector<int64_t> corpus;
+  for (const auto& s : english) {
+    for (int64_t id : w2v_vocab.encode(rev.sv.tokens_of(s))) corpus.push_back(id);
+    corpus.push_back(-1);
+  }
+  const int64_t width = absl::GetFlag(FLAGS_width);
+  tg::Word2Vec w2v(w2v_vocab, {.dim = width, .window = 5, .negative = 5, .sample = 1e-3, .epochs = 10,
+                               .seed = absl::GetFlag(FLAGS_seed)});
+  {
+    ex::Progress p(1);
+    w2v.train(corpus);
+    p.finish(fmt::format("word2vec: {} words, {} tokens x 10 epochs", w2v_vocab.size(), w2v_vocab.total()));
+  }
+  tg::manual_seed(absl::GetFlag(FLAGS_seed));
+  tg::Transformer en_de(small(rev));
+  auto curve_en_de = train(en_de, rev, [](int64_t, tg::Transformer&, bool) {}, "English->German, learned embeddings");
+  const double loss_en_de = valid_loss(en_de, rev);
+
+  html.heading("4. Static vs contextual embeddings");
+  {
+    std::vector<float> w2v_table = w2v.vectors().to_vector<float>();
+    auto static_vec = [&](const std::string& w) {
+      int64_t id = w2v_vocab.id(w);
+      return id < 0 ? std::vector<float>() : std::vector<float>(w2v_table.begin() + id * width, w2v_table.begin() + (id + 1) * width);
+    };
+    // The encoder's output vector at the word's position in the sentence.
+    auto contextual = [&](const std::string& sentence, const std::string& w) {
+      std::vector<std::string> toks = rev.sv.tokens_of(sentence);
+      auto it = std::find(toks.begin(), toks.end(), w);
+      if (it == toks.end()) ex::fail(fmt::format("experiment 4: '{}' is not a token of \"{}\"", w, sentence));
+      std::vector<int64_t> ids = rev.sv.encode(sentence);
+      Tensor src = tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+      tg::NoGradGuard ng;
+      en_de.eval();
+      std::vector<float> h = en_de.encode(src).to_vector<float>();
+      en_de.train();
+      const int64_t pos = it - toks.begin();
+      return std::vector<float>(h.begin() + pos * width, h.begin() + (pos + 1) * width);
+    };
+    std::vector<std::vector<std::string>> rows;
+    double same_sum = 0, diff_sum = 0;
+    int same_n = 0, diff_n = 0;
+    std::vector<std::string> skipped;
+    for (const Ambiguous& a : kAmbiguous) {
+      if (rev.sv.encode(a.word)[0] == WordVocab::kUnk || w2v_vocab.id(a.word) < 0) {
+        skipped.push_back(a.word);
+        continue;
+      }
+      std::vector<float> c[3];
+      for (int i = 0; i < 3; ++i) c[i] = contextual(a.sentences[i], a.word);
+      const double stat = cosine(static_vec(a.word), static_vec(a.word));
+      for (auto [i, j] : {std::pair{0, 1}, std::pair{0, 2}, std::pair{1, 2}}) {
+        const bool same = j != 2;
+        const double cs = cosine(c[i], c[j]);
+        (same ? same_sum : diff_sum) += cs;
+        ++(same ? same_n : diff_n);
+        rows.push_back({a.word, a.sentences[i], a.sentences[j], same ? "same" : "different", fmt::format("{:.3f}", stat),
+                        fmt::format("{:.3f}", cs)});
+      }
+    }
+    const double same_mean = same_n ? same_sum / same_n : 0, diff_mean = diff_n ? diff_sum / diff_n : 0;
+    html.paragraph(fmt::format(
+        "word2vec (skip-gram, {} dimensions, trained on the {} English training sentences{}) stores one vector per word: "
+        "\"bank\" by a river and \"bank\" with money are the same point, cosine 1. A transformer encoder computes each word's "
+        "vector from the whole sentence through attention, so the same word gets a different vector in every sentence. Below, "
+        "the encoder of an English->German model trained {} steps like the others (validation loss {:.3f}): cosine between "
+        "the encoder outputs at the word in two sentences. Mean over the pairs where the word has the same sense: {:.3f}; "
+        "where the senses differ: {:.3f}{}",
+        width, split.train.size(), absl::GetFlag(FLAGS_w2v_text).empty() ? "" : " and " + absl::GetFlag(FLAGS_w2v_text),
+        absl::GetFlag(FLAGS_steps), loss_en_de, same_mean, diff_mean,
+        same_mean > diff_mean ? ": same-sense occurrences sit closer together."
+                              : ": at this training budget the encoder does not yet separate the senses; only that the "
+                                "vectors differ by sentence holds."));
+    html.table({"word", "sentence A", "sentence B", "sense", "word2vec cosine", "encoder cosine"}, rows);
+    if (!skipped.empty())
+      html.paragraph("Left out (not in the vocabulary of this data): " + absl::StrJoin(skipped, ", ") + ".");
+  }
+
   // ---- 5. Embedding lookup = one-hot times the table ----
   html.heading("5. An embedding lookup is a one-hot vector times the table");
   {
@@ -317,6 +442,67 @@ int main(int argc, char** argv) {
     html.paragraph("The lookup is the matrix product with the one-hot rows; it is computed as a row copy because the product "
                    "would cost V times more. Its gradient adds into the used rows only: that is why the embedding table is an "
                    "ordinary parameter trained by the same backward pass.");
+  }
+
+  // ---- 6. Frozen pretrained word2vec inputs ----
+  html.heading("6. Frozen pretrained word2vec embeddings vs learned ones");
+  {
+    // The English->German model's source embedding from the word2vec vectors, scaled to the RMS of
+    // the random initialisation (the transformer multiplies embeddings by sqrt(d_model)); words
+    // word2vec lacks and the special tokens keep their random rows.
+    auto from_w2v = [&](tg::Transformer& m, int64_t* covered) {
+      tg::NoGradGuard ng;
+      Tensor table = m.src_embed->weight.detach();
+      std::vector<float> init = table.to_vector<float>(), w = w2v.vectors().to_vector<float>();
+      double init_ss = 0, w_ss = 0;
+      for (float x : init) init_ss += double(x) * x;
+      std::vector<std::pair<int64_t, int64_t>> rows;  // (table row, word2vec row)
+      for (int64_t id = 4; id < rev.sv.size(); ++id)
+        if (int64_t j = w2v_vocab.id(rev.sv.token(id)); j >= 0) rows.emplace_back(id, j);
+      for (auto [id, j] : rows)
+        for (int64_t k = 0; k < width; ++k) w_ss += double(w[j * width + k]) * w[j * width + k];
+      const double scale = std::sqrt(init_ss / static_cast<double>(init.size())) /
+                           std::sqrt(w_ss / static_cast<double>(std::max<size_t>(1, rows.size()) * width));
+      for (auto [id, j] : rows)
+        for (int64_t k = 0; k < width; ++k) init[id * width + k] = static_cast<float>(w[j * width + k] * scale);
+      table.copy_(tg::from_vector(init, table.shape()));
+      *covered = static_cast<int64_t>(rows.size());
+    };
+    int64_t covered = 0;
+    tg::manual_seed(absl::GetFlag(FLAGS_seed));
+    tg::Transformer frozen_w2v(small(rev));
+    from_w2v(frozen_w2v, &covered);
+    frozen_w2v.freeze_parameter("src_embed.weight");
+    auto curve_frozen_w2v = train(frozen_w2v, rev, [](int64_t, tg::Transformer&, bool) {}, "word2vec inputs, frozen");
+    tg::manual_seed(absl::GetFlag(FLAGS_seed));
+    tg::Transformer tuned_w2v(small(rev));
+    from_w2v(tuned_w2v, &covered);
+    auto curve_tuned_w2v = train(tuned_w2v, rev, [](int64_t, tg::Transformer&, bool) {}, "word2vec inputs, fine-tuned");
+    const double loss_frozen_w2v = valid_loss(frozen_w2v, rev), loss_tuned_w2v = valid_loss(tuned_w2v, rev);
+    html.paragraph(fmt::format(
+        "The English->German model of experiment 4 again, three ways: its source embedding table learned from random "
+        "initialisation; set from the word2vec vectors above ({} of its {} words; the rest and the special tokens keep random "
+        "rows) and frozen; set from them and trained further. Everything else is identical: seed, data order, {} steps.",
+        covered, rev.sv.size() - 4, absl::GetFlag(FLAGS_steps)));
+    html.table({"source embedding", "validation loss (nats/token)", "trainable parameters"},
+               {{"learned from random", fmt::format("{:.4f}", loss_en_de), std::to_string(en_de.num_parameters(true))},
+                {"word2vec, frozen", fmt::format("{:.4f}", loss_frozen_w2v), std::to_string(frozen_w2v.num_parameters(true))},
+                {"word2vec, fine-tuned", fmt::format("{:.4f}", loss_tuned_w2v), std::to_string(tuned_w2v.num_parameters(true))}});
+    html.line_chart("training loss (English->German)", "step",
+                    {{"learned", curve_en_de}, {"word2vec frozen", curve_frozen_w2v}, {"word2vec fine-tuned", curve_tuned_w2v}});
+    const double best = std::min({loss_en_de, loss_frozen_w2v, loss_tuned_w2v});
+    html.paragraph(best == loss_en_de
+                       ? "Here the learned table does best: word2vec trained on the same few sentences knows nothing the "
+                         "translator cannot learn itself, and its vectors were made for predicting neighbours, not for "
+                         "translating. Pretrained vectors pay off when they come from much more text than the task has "
+                         "(--w2v_text adds some)."
+                       : best == loss_frozen_w2v
+                             ? "Here the frozen word2vec table does best: it starts the encoder from vectors that already "
+                               "place related words together, and freezing them leaves fewer parameters to fit."
+                             : "Here starting from word2vec and training further does best: the vectors give the encoder a "
+                               "head start, and training adapts them to translation.");
+    std::printf("experiment 6: validation loss learned %.4f, word2vec frozen %.4f, word2vec fine-tuned %.4f\n", loss_en_de,
+                loss_frozen_w2v, loss_tuned_w2v);
   }
 
   // ---- 7. Heads start different ----
@@ -351,8 +537,6 @@ int main(int argc, char** argv) {
     html.heatmap_grid("at initialisation", grid(heads_init, "init"));
     html.heatmap_grid(fmt::format("after {} steps", absl::GetFlag(FLAGS_steps)), grid(heads_trained, "trained"));
   }
-  html.paragraph("Experiments 4 (static vs contextual embeddings) and 6 (frozen pretrained word2vec inputs) are not in this "
-                 "version of the report yet.");
   ex::or_fail(html.write(out + "/report.html"));
   std::printf("validation loss after %lld steps: learned %.4f, identity %.4f, frozen random %.4f, unscaled %.4f\nwrote %s/report.html\n",
               static_cast<long long>(absl::GetFlag(FLAGS_steps)), loss_learned, loss_identity, loss_frozen, loss_unscaled,

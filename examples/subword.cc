@@ -35,7 +35,7 @@ SubwordModel::SubwordModel() : sp_(std::make_unique<sentencepiece::SentencePiece
 SubwordModel::~SubwordModel() = default;
 
 std::string SubwordModel::train(const std::vector<std::string>& sentences, const std::string& type, int vocab_size,
-                                bool lowercase, std::string* serialized) {
+                                bool lowercase, std::string* serialized, const std::vector<std::string>& user_symbols) {
   if (type != "bpe" && type != "unigram") return "the subword model type must be bpe or unigram, not '" + type + "'";
   if (sentences.empty()) return "no sentences to train the subword model on";
   std::unordered_map<std::string, std::string> args = {
@@ -55,6 +55,11 @@ std::string SubwordModel::train(const std::vector<std::string>& sentences, const
       {"normalization_rule_name", lowercase ? "nmt_nfkc_cf" : "nmt_nfkc"},
       {"minloglevel", "2"},  // no progress chatter on stderr
   };
+  if (!user_symbols.empty()) {
+    std::string joined;
+    for (const auto& u : user_symbols) joined += (joined.empty() ? "" : ",") + u;
+    args["user_defined_symbols"] = joined;
+  }
   Sentences it(sentences);
   sentencepiece::util::Status st = sentencepiece::SentencePieceTrainer::Train(args, &it, serialized);
   return st.ok() ? "" : "SentencePiece: " + clean(st);
@@ -88,5 +93,6 @@ std::string SubwordModel::decode(const std::vector<int>& ids) const {
 }
 
 std::string SubwordModel::piece(int id) const { return sp_->IdToPiece(id); }
+int SubwordModel::piece_id(const std::string& piece) const { return sp_->PieceToId(piece); }
 int SubwordModel::size() const { return sp_->GetPieceSize(); }
 }  // namespace tg::examples

@@ -17,8 +17,9 @@ class SubwordModel {
   // Trains a "bpe" or "unigram" model of `vocab_size` pieces on the sentences, with ids 0..3 for
   // <pad> <bos> <eos> <unk> (the translator's special ids). On success returns "" and sets
   // *serialized to the model file's bytes; on failure returns SentencePiece's message.
+  // `user_symbols` become single pieces (ids 4, 5, ...), never split.
   static std::string train(const std::vector<std::string>& sentences, const std::string& type, int vocab_size,
-                           bool lowercase, std::string* serialized);
+                           bool lowercase, std::string* serialized, const std::vector<std::string>& user_symbols = {});
   // Parses a model file's bytes; on failure returns nullptr and sets *error.
   static std::unique_ptr<SubwordModel> parse(const std::string& serialized, std::string* error);
 
@@ -26,6 +27,7 @@ class SubwordModel {
   std::vector<int> encode(const std::string& text) const;
   std::string decode(const std::vector<int>& ids) const;
   std::string piece(int id) const;
+  int piece_id(const std::string& piece) const;  // the unknown id (3) when absent
   int size() const;
 
  private:

@@ -39,7 +39,8 @@ absl::StatusOr<Tokenizer> Tokenizer::train(TokenizerKind kind, const std::vector
   }
   if (o.vocab_size < 8 || o.vocab_size > 1000000)
     return absl::InvalidArgumentError(absl::StrCat("a subword vocabulary needs 8 to 1000000 pieces, not ", o.vocab_size));
-  std::string err = SubwordModel::train(sentences, tokenizer_name(kind), static_cast<int>(o.vocab_size), o.lowercase, &t.spm_bytes_);
+  std::string err = SubwordModel::train(sentences, tokenizer_name(kind), static_cast<int>(o.vocab_size), o.lowercase, &t.spm_bytes_,
+                                          o.user_symbols);
   if (!err.empty()) return absl::InvalidArgumentError(err);
   std::shared_ptr<const SubwordModel> m = SubwordModel::parse(t.spm_bytes_, &err);
   if (!m) return absl::InternalError(err);
@@ -97,6 +98,12 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
 std::string Tokenizer::token(int64_t id) const {
   if (!spm_) return vocab_.token(id);
   return id >= 0 && id < size() ? spm_->piece(static_cast<int>(id)) : "?";
+}
+
+int64_t Tokenizer::id_of(const std::string& token) const {
+  if (spm_) return spm_->piece_id(token);
+  auto ids = vocab_.encode(token);
+  return ids.size() == 1 ? ids[0] : kUnk;
 }
 
 int64_t Tokenizer::size() const { return spm_ ? spm_->size() : vocab_.size(); }

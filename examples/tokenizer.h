@@ -25,6 +25,7 @@ class Tokenizer {
     int64_t vocab_size = 8000;  // largest vocabulary (word, char); the exact size for subwords
     int64_t min_count = 2;      // rarer words or characters become <unk> (word, char)
     bool lowercase = false;
+    std::vector<std::string> user_symbols = {};  // subwords: kept whole, ids from 4 on
   };
   static absl::StatusOr<Tokenizer> train(TokenizerKind kind, const std::vector<std::string>& sentences, const Options& o);
   // The file name for one side ("src" or "tgt") in a model folder.
@@ -35,6 +36,7 @@ class Tokenizer {
   std::vector<int64_t> encode(const std::string& sentence) const;  // no bos/eos
   std::string decode(const std::vector<int64_t>& ids) const;       // stops at eos, skips specials
   std::string token(int64_t id) const;                             // a label for heatmaps
+  int64_t id_of(const std::string& token) const;                   // kUnk when absent
   int64_t size() const;
   TokenizerKind kind() const { return kind_; }
 

@@ -1,8 +1,10 @@
-// train_lm: a decoder-only (GPT-style) character language model on any text file.
+// train_lm: a decoder-only (GPT-style) language model of characters or subwords on any text file.
 //
 //   ./build/train_lm --text data/kjv.txt --layers 4 --heads 4 --width 128 --context 64 --batch 12 --steps 2000
+//   ./build/train_lm --text data/kjv.txt --tokenizer bpe --vocab 2000     # SentencePiece subwords
 //
-// The last 10% of the file is held out; validation loss is reported in nats per character. Writes
+// The last 10% of the file is held out; validation loss is reported in nats per token (a token is
+// a character, or a subword piece; then nats per character too). Writes
 // OUT/metrics.jsonl, OUT/checkpoint.safetensors (resumable with --resume) and OUT/report.html
 // (loss and learning-rate curves, a sample, and the attention of every layer and head on a
 // piece of validation text).
@@ -14,18 +16,22 @@
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
+#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
 #include "examples/common.h"
 #include "examples/report.h"
+#include "examples/tokenizer.h"
 #include "tapegrad.h"
 
 ABSL_FLAG(std::string, text, "data/kjv.txt", "training text (plain UTF-8; .gz accepted); `./tg.sh data` writes the default");
 ABSL_FLAG(std::string, out, "runs/lm", "output folder: metrics.jsonl, checkpoint.safetensors, report.html");
+ABSL_FLAG(std::string, tokenizer, "char", "char, or SentencePiece subwords trained on the training part: bpe or unigram");
+ABSL_FLAG(int64_t, vocab, 2000, "subword pieces (with --tokenizer bpe or unigram)");
 ABSL_FLAG(int64_t, layers, 4, "transformer blocks");
 ABSL_FLAG(int64_t, heads, 4, "attention heads per block");
 ABSL_FLAG(int64_t, width, 128, "model width d_model (d_ff is 4x)");
-ABSL_FLAG(int64_t, context, 64, "characters per training sequence");
+ABSL_FLAG(int64_t, context, 64, "tokens per training sequence");
 ABSL_FLAG(int64_t, batch, 12, "sequences per step");
 ABSL_FLAG(int64_t, steps, 2000, "training steps");
 ABSL_FLAG(double, lr, 1e-3, "peak learning rate (AdamW, warm-up then cosine decay to 10%)");
@@ -34,7 +40,7 @@ ABSL_FLAG(double, dropout, 0.0, "dropout");
 ABSL_FLAG(double, weight_decay, 0.01, "AdamW weight decay");
 ABSL_FLAG(int64_t, eval_every, 250, "steps between validation runs");
 ABSL_FLAG(int64_t, eval_windows, 200, "validation windows (of --context characters, evenly spaced)");
-ABSL_FLAG(int64_t, sample, 300, "characters to sample at the end");
+ABSL_FLAG(int64_t, sample, 300, "tokens to sample at the end");
 ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
 ABSL_FLAG(int64_t, top_k, 0, "sample among the k most likely characters (0: all)");
 ABSL_FLAG(std::string, prompt, "\n", "text the sample continues");
@@ -50,6 +56,53 @@ namespace {
 struct Data {
   std::vector<int64_t> train, valid;
 };
+
+// Characters, or SentencePiece subwords with one piece for the line break (SentencePiece reads
+// lines; the text's line breaks are part of what the model learns).
+struct LmVocab {
+  static constexpr const char* kNewline = "\xE2\x90\xA4";  // U+2424 SYMBOL FOR NEWLINE
+  bool subword = false;
+  ex::CharVocab chars;
+  ex::Tokenizer pieces;
+  int64_t nl = -1;
+
+  std::vector<int64_t> encode(const std::string& text) const {
+    if (!subword) return chars.encode(text);
+    std::vector<int64_t> out;
+    bool first = true;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (!first) out.push_back(nl);
+      first = false;
+      std::vector<int64_t> ids = pieces.encode(std::string(line));
+      out.insert(out.end(), ids.begin(), ids.end());
+    }
+    return out;
+  }
+  std::string decode(const std::vector<int64_t>& ids) const {
+    if (!subword) return chars.decode(ids);
+    std::string out;
+    std::vector<int64_t> run;
+    for (int64_t id : ids) {
+      if (id != nl) {
+        run.push_back(id);
+        continue;
+      }
+      out += pieces.decode(run) + "\n";
+      run.clear();
+    }
+    return out + pieces.decode(run);
+  }
+  std::string label(int64_t id) const {
+    if (subword) return id == nl ? "\\n" : pieces.token(id);
+    std::string c = chars.decode({id});
+    return c == "\n" ? "\\n" : c == " " ? "_" : c;
+  }
+  int64_t size() const { return subword ? pieces.size() : chars.size(); }
+};
+
+int64_t utf8_length(const std::string& s) {
+  return std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
 
 Tensor window_batch(const std::vector<int64_t>& ids, const std::vector<int64_t>& starts, int64_t len, int64_t shift) {
   std::vector<int64_t> flat;
@@ -98,14 +151,47 @@ int main(int argc, char** argv) {
   ex::or_fail(ex::make_dirs(out));
   const std::string ckpt = out + "/checkpoint.safetensors";
 
-  ex::CharVocab vocab = ex::CharVocab::build(text);
+  const ex::TokenizerKind kind = ex::or_fail(ex::parse_tokenizer_kind(absl::GetFlag(FLAGS_tokenizer)));
+  if (kind == ex::TokenizerKind::kWord) ex::fail("train_lm models characters or subwords: --tokenizer char, bpe or unigram");
+  LmVocab vocab;
   Data data;
-  {
-    std::vector<int64_t> all = vocab.encode(text);
+  std::string vocab_signature;  // checked on --resume
+  int64_t valid_chars = 0;
+  if (kind == ex::TokenizerKind::kChar) {
+    vocab.chars = ex::CharVocab::build(text);
+    std::vector<int64_t> all = vocab.chars.encode(text);
     size_t cut = all.size() * 9 / 10;
     data.train.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(cut));
     data.valid.assign(all.begin() + static_cast<std::ptrdiff_t>(cut), all.end());
+    vocab_signature = vocab.chars.serialize();
+    valid_chars = static_cast<int64_t>(data.valid.size());
+  } else {
+    // Held out: the lines after 90% of the bytes. The tokenizer learns from the training lines only.
+    size_t cut = text.find('\n', text.size() * 9 / 10);
+    cut = cut == std::string::npos ? text.size() * 9 / 10 : cut + 1;
+    const std::string train_text = text.substr(0, cut), valid_text = text.substr(cut);
+    const std::string spm_path = out + "/tokenizer.spm";
+    vocab.subword = true;
+    if (absl::GetFlag(FLAGS_resume)) {
+      vocab.pieces = ex::or_fail(ex::Tokenizer::load(kind, spm_path));
+    } else {
+      std::vector<std::string> lines;
+      for (absl::string_view line : absl::StrSplit(train_text, '\n', absl::SkipEmpty())) lines.emplace_back(line);
+      vocab.pieces = ex::or_fail(ex::Tokenizer::train(kind, lines, {.vocab_size = absl::GetFlag(FLAGS_vocab),
+                                                                    .user_symbols = {LmVocab::kNewline}}));
+      ex::or_fail(vocab.pieces.save(spm_path));
+    }
+    vocab.nl = vocab.pieces.id_of(LmVocab::kNewline);
+    if (vocab.nl == ex::Tokenizer::kUnk) ex::fail(spm_path + ": the subword model has no line-break piece");
+    data.train = vocab.encode(train_text);
+    data.valid = vocab.encode(valid_text);
+    vocab_signature = fmt::format("{} {}", ex::tokenizer_name(kind), vocab.size());
+    valid_chars = utf8_length(valid_text);
+    if (static_cast<int64_t>(data.train.size()) < 20 * (T + 1) || static_cast<int64_t>(data.valid.size()) < T + 1)
+      ex::fail(fmt::format("{}: {} training and {} validation tokens are too few for --context {}", text_path,
+                           data.train.size(), data.valid.size(), T));
   }
+  const char* unit = vocab.subword ? "token" : "char";
   tg::manual_seed(absl::GetFlag(FLAGS_seed));
   tg::LMConfig cfg{.vocab = vocab.size(), .context = T,
                    .layer = {.d_model = D, .heads = H, .d_ff = 4 * D, .dropout = absl::GetFlag(FLAGS_dropout),
@@ -120,12 +206,12 @@ int main(int argc, char** argv) {
   int64_t start_step = 0;
   if (absl::GetFlag(FLAGS_resume)) {
     tg::Metadata user = ex::or_fail(tg::load_checkpoint(ckpt, model, opt));
-    if (user["vocab"] != vocab.serialize()) ex::fail(ckpt + ": the checkpoint was trained on text with other characters");
+    if (user["vocab"] != vocab_signature) ex::fail(ckpt + ": the checkpoint was trained with another vocabulary (other characters or tokenizer)");
     start_step = std::stoll(user["step"]);
     std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt.c_str(), static_cast<long long>(start_step));
   }
-  std::printf("train_lm: %s, %zu characters (%lld distinct), %zu held out; %lld parameters\n", text_path.c_str(),
-              text.size(), static_cast<long long>(vocab.size()), data.valid.size(),
+  std::printf("train_lm: %s, %zu bytes -> %zu + %zu held-out %ss (vocabulary %lld); %lld parameters\n", text_path.c_str(),
+              text.size(), data.train.size(), data.valid.size(), unit, static_cast<long long>(vocab.size()),
               static_cast<long long>(model.num_parameters()));
 
   ex::Metrics metrics(out + "/metrics.jsonl");
@@ -157,7 +243,7 @@ int main(int argc, char** argv) {
       valid_loss = evaluate(model, data.valid, T, B, absl::GetFlag(FLAGS_eval_windows));
       valid_curve.emplace_back(static_cast<double>(step + 1), valid_loss);
       metrics.log({{"step", static_cast<double>(step + 1)}, {"valid_loss", valid_loss}}, "valid");
-      ex::or_fail(tg::save_checkpoint(ckpt, model, opt, {{"step", std::to_string(step + 1)}, {"vocab", vocab.serialize()}}));
+      ex::or_fail(tg::save_checkpoint(ckpt, model, opt, {{"step", std::to_string(step + 1)}, {"vocab", vocab_signature}}));
     }
   }
   progress.finish(fmt::format("loss {:.3f}", smooth));
@@ -172,16 +258,21 @@ int main(int argc, char** argv) {
                                                 .temperature = absl::GetFlag(FLAGS_temperature),
                                                 .top_k = absl::GetFlag(FLAGS_top_k)},
                                                sample_gen));
-  std::printf("validation loss %.4f nats/char (%.3f bits/char), %.1f s of training\n", valid_loss, valid_loss / std::log(2.0),
-              progress.elapsed());
+  std::string loss_text = fmt::format("{:.4f} nats/{} ({:.3f} bits/{})", valid_loss, unit, valid_loss / std::log(2.0), unit);
+  if (vocab.subword) {
+    const double per_token = static_cast<double>(valid_chars) / static_cast<double>(data.valid.size());
+    loss_text += fmt::format(", about {:.4f} nats/char ({:.2f} characters a token)", valid_loss / per_token, per_token);
+  }
+  std::printf("validation loss %s, %.1f s of training\n", loss_text.c_str(), progress.elapsed());
   std::printf("--- sample ---\n%s\n--------------\n", sample.c_str());
 
   // Report: curves, sample, every layer's and head's attention on a piece of validation text.
-  tg::report::Html html("train_lm: character language model");
-  html.paragraph(fmt::format("{}: {} characters, {} distinct; model {} layers x {} heads, width {}, context {}; {} parameters; "
-                             "{} steps of batch {}; validation loss {:.4f} nats/char.",
-                             text_path, text.size(), vocab.size(), L, H, D, T, model.num_parameters(), steps, B, valid_loss));
-  html.line_chart("loss (nats/char)", "step", {{"train", train_curve}, {"validation", valid_curve}});
+  tg::report::Html html(vocab.subword ? "train_lm: subword language model" : "train_lm: character language model");
+  html.paragraph(fmt::format("{}: {} bytes, {} tokenizer, vocabulary {}; model {} layers x {} heads, width {}, context {}; {} "
+                             "parameters; {} steps of batch {}; validation loss {}.",
+                             text_path, text.size(), ex::tokenizer_name(kind), vocab.size(), L, H, D, T, model.num_parameters(),
+                             steps, B, loss_text));
+  html.line_chart(fmt::format("loss (nats/{})", unit), "step", {{"train", train_curve}, {"validation", valid_curve}});
   html.line_chart("learning rate", "step", {{"lr", lr_curve}});
   html.heading("sample");
   html.preformatted(sample);
@@ -195,10 +286,7 @@ int main(int argc, char** argv) {
       model.forward(tg::from_vector(ids, {1, n}));
     }
     std::vector<std::string> labels;
-    for (int64_t id : ids) {
-      std::string c = vocab.decode({id});
-      labels.push_back(c == "\n" ? "\\n" : c == " " ? "_" : c);
-    }
+    for (int64_t id : ids) labels.push_back(vocab.label(id));
     for (int64_t l = 0; l < L; ++l) {
       const Tensor& w = (*model.layers)[static_cast<size_t>(l)]->self_attn->last_weights;  // [1, H, n, n]
       std::vector<float> v = w.to_vector<float>();

@@ -1,8 +1,8 @@
 // train_translator: an encoder-decoder transformer on sentence pairs, within a wall-clock budget.
 //
 //   ./build/train_translator --minutes 5                      # German->English pairs from trans-de-en
-//   ./build/train_translator --src train.de.gz --tgt train.en.gz --valid_src val.de.gz --valid_tgt val.en.gz --minutes 60 \
-//       --tokenizer bpe --vocab 8000   # SentencePiece BPE trained on the training text (or: word, char, unigram)
+//   ./build/train_translator --src train.de.gz --tgt train.en.gz --valid_src val.de.gz --valid_tgt val.en.gz --minutes 60
+//   ./build/train_translator --tokenizer bpe --vocab 8000   # SentencePiece BPE (or: word, char, unigram)
 //
 // Each epoch: validation loss and corpus BLEU (sacreBLEU's definition) on the validation pairs,
 // a checkpoint (--resume continues from it). At the end: beam-search translations of sample

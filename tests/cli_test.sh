@@ -34,6 +34,20 @@ expect_error "not a valid gzip file" "$BIN/train_lm" --text "$TMP/bad.gz" --out 
 mkdir -p "$TMP/corrupt"
 echo "garbage" >"$TMP/corrupt/checkpoint.safetensors"
 expect_error "not a valid safetensors file" "$BIN/train_lm" --text "$TMP/text.txt" --out "$TMP/corrupt" --resume --steps 2
+expect_error "characters or subwords" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer word --out "$TMP/run"
+for tok in bpe unigram; do  # a subword LM end to end, then resumed
+  if "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer "$tok" --vocab 23 --layers 1 --width 16 --heads 2 --context 8 \
+       --steps 3 --eval_every 2 --sample 5 --out "$TMP/lm_$tok" >"$TMP/out" 2>&1 &&
+     "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer "$tok" --vocab 23 --layers 1 --width 16 --heads 2 --context 8 \
+       --steps 4 --eval_every 2 --sample 5 --out "$TMP/lm_$tok" --resume >"$TMP/out" 2>&1 &&
+     grep -q "nats/token" "$TMP/out" && [ -s "$TMP/lm_$tok/tokenizer.spm" ]; then
+    echo "ok: train_lm --tokenizer $tok, then --resume"
+  else
+    echo "FAIL: train_lm --tokenizer $tok:"; tail -5 "$TMP/out"; failures=$((failures + 1))
+  fi
+done
+printf 'garbage' >"$TMP/lm_bpe/tokenizer.spm"
+expect_error "not a SentencePiece model" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer bpe --vocab 23 --out "$TMP/lm_bpe" --resume
 expect_error "cannot open" "$BIN/train_translator" --src "$TMP/missing.de" --tgt "$TMP/text.txt" --save "$TMP/tr"
 printf "a\\nb\\n" >"$TMP/two.txt"
 expect_error "must be aligned" "$BIN/train_translator" --src "$TMP/text.txt" --tgt "$TMP/two.txt" --save "$TMP/tr"
