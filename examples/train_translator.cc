@@ -392,7 +392,7 @@ int main(int argc, char** argv) {
     }
   }
   ex::or_fail(html.write(dir + "/report.html"));
-  std::printf("validation BLEU %.2f after %.1f min; wrote %s/report.html, model.safetensors, checkpoint.safetensors, metrics.jsonl\n",
-              bleu.score, (spent + clock.elapsed()) / 60, dir.c_str());
+  std::printf("%swrote %s/report.html, model.safetensors, checkpoint.safetensors, metrics.jsonl\n",
+              final_line.empty() ? fmt::format("last epoch's validation BLEU {:.2f}; ", bleu.score).c_str() : "", dir.c_str());
   return 0;
 }
