@@ -340,13 +340,16 @@ int main(int argc, char** argv) {
     for (auto line : absl::StrSplit(ex::or_fail(ex::read_text(absl::GetFlag(FLAGS_w2v_text))), '\n'))
       if (!line.empty()) english.emplace_back(line);
   }
+  std::vector<std::vector<std::string>> english_tokens;
   std::vector<std::string> flat;
-  for (const auto& s : english)
-    for (auto& t : rev.sv.tokens_of(s)) flat.push_back(std::move(t));
+  for (const auto& s : english) {
+    english_tokens.push_back(rev.sv.tokens_of(s));
+    flat.insert(flat.end(), english_tokens.back().begin(), english_tokens.back().end());
+  }
   tg::Vocabulary w2v_vocab = tg::Vocabulary::build(flat, 2);
   std::vector<int64_t> corpus;
-  for (const auto& s : english) {
-    for (int64_t id : w2v_vocab.encode(rev.sv.tokens_of(s))) corpus.push_back(id);
+  for (const auto& toks : english_tokens) {
+    for (int64_t id : w2v_vocab.encode(toks)) corpus.push_back(id);
     corpus.push_back(-1);
   }
   const int64_t width = absl::GetFlag(FLAGS_width);

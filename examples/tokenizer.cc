@@ -89,8 +89,7 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   std::vector<int> keep;
   for (int64_t id : ids) {
     if (id == kEos) break;
-    if (id > kUnk && id < size()) keep.push_back(static_cast<int>(id));
-    if (id == kUnk) keep.push_back(static_cast<int>(id));
+    if (id >= kUnk && id < size()) keep.push_back(static_cast<int>(id));  // <unk> kept: SentencePiece writes it
   }
   return spm_->decode(keep);
 }

@@ -100,9 +100,6 @@ struct LmVocab {
   int64_t size() const { return subword ? pieces.size() : chars.size(); }
 };
 
-int64_t utf8_length(const std::string& s) {
-  return std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
-}
 
 Tensor window_batch(const std::vector<int64_t>& ids, const std::vector<int64_t>& starts, int64_t len, int64_t shift) {
   std::vector<int64_t> flat;
@@ -186,7 +183,7 @@ int main(int argc, char** argv) {
     data.train = vocab.encode(train_text);
     data.valid = vocab.encode(valid_text);
     vocab_signature = fmt::format("{} {}", ex::tokenizer_name(kind), vocab.size());
-    valid_chars = utf8_length(valid_text);
+    valid_chars = static_cast<int64_t>(ex::utf8_chars(valid_text).size());
     if (static_cast<int64_t>(data.train.size()) < 20 * (T + 1) || static_cast<int64_t>(data.valid.size()) < T + 1)
       ex::fail(fmt::format("{}: {} training and {} validation tokens are too few for --context {}", text_path,
                            data.train.size(), data.valid.size(), T));
