@@ -1,5 +1,13 @@
 #pragma once
-// tapegrad: one header for users.
+// tapegrad: one header for users. The layers, each depending only on those above it:
+//   graph/     tensors, dtypes, shapes, the recorded graph, random numbers
+//   ops/       every differentiable op (elementwise, reductions, shapes, matmul, nn, attention)
+//   autodiff/  backward, tg::grad, hooks, gradcheck, custom ops
+//   io/        tg::Status / tg::Result, files, state dicts, safetensors
+//   models/    Module, layers, attention, transformers, generation, word2vec
+//   optim/     SGD, Adam, AdamW, clipping, learning-rate schedules
+//   text/      vocabulary, tokenizers, corpus readers, batching, BLEU, perplexity
+//   train/     the training loop, its resumable state, metrics, progress, reports, program flags
 #include "autodiff/engine.h"
 #include "autodiff/function.h"
 #include "autodiff/gradcheck.h"
@@ -8,15 +16,31 @@
 #include "graph/node.h"
 #include "graph/random.h"
 #include "graph/tensor.h"
+#include "io/file.h"
+#include "io/safetensors.h"
+#include "io/state_dict.h"
+#include "io/status.h"
 #include "models/attention.h"
 #include "models/generate.h"
 #include "models/layers.h"
 #include "models/module.h"
-#include "models/safetensors.h"
+#include "models/module_io.h"
 #include "models/transformer.h"
 #include "models/word2vec.h"
 #include "ops/kernels/parallel.h"
 #include "ops/ops.h"
-#include "optim/checkpoint.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "text/batching.h"
+#include "text/metrics.h"
+#include "text/readers.h"
+#include "text/split.h"
+#include "text/tokenizer.h"
+#include "text/vocabulary.h"
+#include "train/checkpoint.h"
+#include "train/cli.h"
+#include "train/curves.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+#include "train/report.h"
+#include "train/trainer.h"

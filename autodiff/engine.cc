@@ -39,10 +39,12 @@ class Engine {
     GradModeGuard mode(create_);
     // Discover nodes and count dependencies.
     std::vector<std::shared_ptr<Node>> stack;
+    std::vector<size_t> root_leaves;
     for (size_t i = 0; i < roots.size(); ++i) {
       const Tensor& r = roots[i];
       if (r.is_leaf()) {
-        deliver_to_leaf(r.impl_ptr(), root_grads[i]);
+        if (accumulate_) ++leaf_deps_[r.impl_ptr().get()];
+        root_leaves.push_back(i);  // delivered once every edge into the leaves is counted
         continue;
       }
       const auto& n = r.grad_fn();
@@ -60,12 +62,17 @@ class Engine {
                "were freed by the first backward (pass retain_graph=true to the first one)");
       for (size_t i = 0; i < n->num_inputs(); ++i) {
         const Edge& e = n->edge(i);
+        if (e.leaf && accumulate_) ++leaf_deps_[e.leaf.get()];
         if (!e.node) continue;
         auto [it, fresh] = deps_.try_emplace(e.node.get(), 0);
         ++it->second;
         if (fresh) stack.push_back(e.node);
       }
       all.push_back(std::move(n));
+    }
+    for (size_t i : root_leaves) {
+      deliver_to_leaf(roots[i].impl_ptr(), root_grads[i]);
+      leaf_done(roots[i].impl_ptr());
     }
     // Execute.
     using Item = std::pair<uint64_t, Node*>;
@@ -93,13 +100,20 @@ class Engine {
                grads.size(), n->num_inputs());
       for (size_t i = 0; i < grads.size(); ++i) {
         const Edge& e = n->edge(i);
-        if (!e.defined() || !grads[i].defined()) continue;
+        if (!e.defined()) continue;
+        if (!grads[i].defined()) {
+          if (e.leaf) leaf_done(e.leaf);
+          continue;
+        }
         const Shape& want = e.node ? e.node->out_shape() : e.leaf->shape;
         TG_CHECK(grads[i].shape() == want, n->name(), "backward produced a gradient of shape {} for input {} of shape {}",
                  grads[i].shape(), i, want);
         if (anomaly_enabled()) check_finite(grads[i], n->name(), "backward");
         if (e.node) accumulate(e.node.get(), std::move(grads[i]));
-        else deliver_to_leaf(e.leaf, std::move(grads[i]));
+        else {
+          deliver_to_leaf(e.leaf, std::move(grads[i]));
+          leaf_done(e.leaf);
+        }
       }
       // Make the consumers of this node's inputs ready; then free what the node saved.
       for (size_t i = 0; i < n->num_inputs(); ++i) {
@@ -111,6 +125,17 @@ class Engine {
   }
 
  private:
+  // One more edge into this leaf has been served; after the last one its post-accumulate hooks run.
+  void leaf_done(const std::shared_ptr<TensorImpl>& leaf) {
+    if (!accumulate_) return;
+    auto it = leaf_deps_.find(leaf.get());
+    if (it == leaf_deps_.end() || --it->second > 0) return;
+    leaf_deps_.erase(it);
+    if (!leaf->grad) return;
+    Tensor t(leaf);
+    for (size_t h = 0, nh = leaf->post_accumulate_hooks.size(); h < nh; ++h) leaf->post_accumulate_hooks[h](t);
+  }
+
   void accumulate(Node* n, Tensor g) {
     Tensor& slot = buffer_[n];
     slot = slot.defined() ? add(slot, g) : std::move(g);
@@ -144,6 +169,7 @@ class Engine {
 
   bool retain_, create_, accumulate_;
   absl::flat_hash_map<Node*, int64_t> deps_;
+  absl::flat_hash_map<const TensorImpl*, int64_t> leaf_deps_;  // edges into each leaf not yet served
   absl::flat_hash_map<Node*, Tensor> buffer_;
   absl::flat_hash_map<Node*, size_t> node_targets_;
   absl::flat_hash_map<const TensorImpl*, size_t> leaf_targets_;

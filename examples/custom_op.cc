@@ -26,8 +26,12 @@ Tensor softplus(const Tensor& x) {
   });
 }
 
-int main() {
-  tg::manual_seed(1);
+int main(int argc, char** argv) {
+  uint64_t seed = 1;
+  tg::cli::Flags flags("custom_op", "a user-defined op (softplus) with its own backward, gradchecked");
+  flags.add("seed", &seed, "random seed for the input");
+  if (tg::Status s = flags.parse(argc, argv); !s.ok()) tg::cli::fail(s.message());
+  tg::manual_seed(seed);
   Tensor x = tg::randn({2, 3}, tg::kFloat64).requires_grad_();
   Tensor y = softplus(x);
   fmt::print("x = {}\nsoftplus(x) = {}\n", x, y);

@@ -2,303 +2,251 @@
 //
 //   ./build/train_lm --text data/kjv.txt --layers 4 --heads 4 --width 128 --context 64 --batch 12 --steps 2000
 //   ./build/train_lm --text data/kjv.txt --tokenizer bpe --vocab 2000     # SentencePiece subwords
+//   ./build/train_lm --load runs/lm --prompt "And God said" --sample 200  # generate, no training
 //
-// The last 10% of the file is held out; validation loss is reported in nats per token (a token is
-// a character, or a subword piece; then nats per character too). Writes
-// OUT/metrics.jsonl, OUT/checkpoint.safetensors (resumable with --resume) and OUT/report.html
-// (loss and learning-rate curves, a sample, and the attention of every layer and head on a
-// piece of validation text).
+// The last 10% of the file is held out; validation loss is in nats per token (a character, or a
+// subword piece; then nats per character too). The text is cut into windows of --context + 1
+// tokens, reshuffled every epoch. Writes OUT/metrics.jsonl, OUT/checkpoint-*.safetensors
+// (--resume), OUT/model.safetensors (weights + configuration, for --load), OUT/tokenizer.* and
+// OUT/report.html (curves, a sample, the attention of every layer and head on validation text).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-#include <absl/flags/flag.h>
-#include <absl/flags/parse.h>
-#include <absl/flags/usage.h>
-#include <absl/strings/str_split.h>
-#include <fmt/format.h>
-
-#include "examples/common.h"
-#include "examples/report.h"
-#include "examples/tokenizer.h"
 #include "tapegrad.h"
 
-ABSL_FLAG(std::string, text, "data/kjv.txt", "training text (plain UTF-8; .gz accepted); `./tg.sh data` writes the default");
-ABSL_FLAG(std::string, out, "runs/lm", "output folder: metrics.jsonl, checkpoint.safetensors, report.html");
-ABSL_FLAG(std::string, tokenizer, "char", "char, or SentencePiece subwords trained on the training part: bpe or unigram");
-ABSL_FLAG(int64_t, vocab, 2000, "subword pieces (with --tokenizer bpe or unigram)");
-ABSL_FLAG(int64_t, layers, 4, "transformer blocks");
-ABSL_FLAG(int64_t, heads, 4, "attention heads per block");
-ABSL_FLAG(int64_t, width, 128, "model width d_model (d_ff is 4x)");
-ABSL_FLAG(int64_t, context, 64, "tokens per training sequence");
-ABSL_FLAG(int64_t, batch, 12, "sequences per step");
-ABSL_FLAG(int64_t, steps, 2000, "training steps");
-ABSL_FLAG(double, lr, 1e-3, "peak learning rate (AdamW, warm-up then cosine decay to 10%)");
-ABSL_FLAG(int64_t, warmup, 100, "warm-up steps");
-ABSL_FLAG(double, dropout, 0.0, "dropout");
-ABSL_FLAG(double, weight_decay, 0.01, "AdamW weight decay");
-ABSL_FLAG(int64_t, eval_every, 250, "steps between validation runs");
-ABSL_FLAG(int64_t, eval_windows, 200, "validation windows (of --context characters, evenly spaced)");
-ABSL_FLAG(int64_t, sample, 300, "tokens to sample at the end");
-ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
-ABSL_FLAG(int64_t, top_k, 0, "sample among the k most likely characters (0: all)");
-ABSL_FLAG(std::string, prompt, "\n", "text the sample continues");
-ABSL_FLAG(uint64_t, seed, 1, "random seed (weights, batches, dropout, sampling)");
-ABSL_FLAG(int32_t, threads, 0, "threads (0: TG_NUM_THREADS or all cores)");
-ABSL_FLAG(bool, resume, false, "continue from OUT/checkpoint.safetensors");
-
-namespace ex = tg::examples;
 using tg::Tensor;
 
 namespace {
 
-struct Data {
-  std::vector<int64_t> train, valid;
+struct Options {
+  std::string text = "data/kjv.txt", out = "runs/lm", tokenizer = "char", prompt = "\n", load;
+  int64_t vocab = 2000, layers = 4, heads = 4, width = 128, context = 64, batch = 12, steps = 2000, warmup = 100;
+  int64_t eval_every = 250, eval_windows = 200, sample = 300, top_k = 0, threads = 0;
+  double lr = 1e-3, dropout = 0, weight_decay = 0.01, temperature = 0.8;
+  uint64_t seed = 1;
+  bool resume = false, overwrite = false;
 };
 
-// Characters, or SentencePiece subwords with one piece for the line break (SentencePiece reads
-// lines; the text's line breaks are part of what the model learns).
-struct LmVocab {
-  static constexpr const char* kNewline = "\xE2\x90\xA4";  // U+2424 SYMBOL FOR NEWLINE
-  bool subword = false;
-  ex::CharVocab chars;
-  ex::Tokenizer pieces;
-  int64_t nl = -1;
-
-  std::vector<int64_t> encode(const std::string& text) const {
-    if (!subword) return chars.encode(text);
-    std::vector<int64_t> out;
-    bool first = true;
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      if (!first) out.push_back(nl);
-      first = false;
-      std::vector<int64_t> ids = pieces.encode(std::string(line));
-      out.insert(out.end(), ids.begin(), ids.end());
-    }
-    return out;
-  }
-  std::string decode(const std::vector<int64_t>& ids) const {
-    if (!subword) return chars.decode(ids);
-    std::string out;
-    std::vector<int64_t> run;
-    for (int64_t id : ids) {
-      if (id != nl) {
-        run.push_back(id);
-        continue;
-      }
-      out += pieces.decode(run) + "\n";
-      run.clear();
-    }
-    return out + pieces.decode(run);
-  }
-  std::string label(int64_t id) const {
-    if (subword) return id == nl ? "\\n" : pieces.token(id);
-    std::string c = chars.decode({id});
-    return c == "\n" ? "\\n" : c == " " ? "_" : c;
-  }
-  int64_t size() const { return subword ? pieces.size() : chars.size(); }
-};
-
-
-Tensor window_batch(const std::vector<int64_t>& ids, const std::vector<int64_t>& starts, int64_t len, int64_t shift) {
-  std::vector<int64_t> flat;
-  flat.reserve(starts.size() * static_cast<size_t>(len));
-  for (int64_t s : starts) flat.insert(flat.end(), ids.begin() + s + shift, ids.begin() + s + shift + len);
-  return tg::from_vector(flat, {static_cast<int64_t>(starts.size()), len});
+tg::LMConfig model_config(const Options& o, int64_t vocab) {
+  return {.vocab = vocab, .context = o.context,
+          .layer = {.d_model = o.width, .heads = o.heads, .d_ff = 4 * o.width, .dropout = o.dropout,
+                    .activation = tg::Activation::Gelu, .norm_first = true},
+          .layers = o.layers, .tie_weights = true};
 }
 
-double evaluate(tg::DecoderLM& model, const std::vector<int64_t>& ids, int64_t context, int64_t batch, int64_t windows) {
-  const int64_t available = (static_cast<int64_t>(ids.size()) - 1) / context;
-  const int64_t n = std::min(available, windows);
-  if (n <= 0) return NAN;
-  tg::NoGradGuard ng;
-  bool was = model.is_training();
-  model.eval();
-  double total = 0;
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; i += batch) {
-    std::vector<int64_t> starts;
-    for (int64_t j = i; j < std::min(n, i + batch); ++j) starts.push_back(j * available / n * context);
-    Tensor x = window_batch(ids, starts, context, 0), y = window_batch(ids, starts, context, 1);
-    total += tg::cross_entropy(model.forward(x), y, {.reduction = tg::Reduction::Sum}).item();
-    count += y.numel();
+tg::Metadata model_metadata(const Options& o, const tg::text::Tokenizer& tok) {
+  return {{"layers", std::to_string(o.layers)}, {"heads", std::to_string(o.heads)}, {"width", std::to_string(o.width)},
+          {"context", std::to_string(o.context)}, {"tokenizer", tok.kind()}, {"tokenizer_fingerprint", tok.fingerprint()}};
+}
+
+// Windows of `context + 1` tokens at stride `context`: window i predicts ids[s+1 .. s+context] from ids[s .. s+context-1].
+struct Windows {
+  const std::vector<int64_t>* ids;
+  int64_t context;
+  std::vector<int64_t> starts;
+  Tensor take(const std::vector<int64_t>& which, int64_t shift) const {
+    std::vector<int64_t> flat;
+    flat.reserve(which.size() * static_cast<size_t>(context));
+    for (int64_t w : which) {
+      const auto at = ids->begin() + starts[static_cast<size_t>(w)] + shift;
+      flat.insert(flat.end(), at, at + context);
+    }
+    return tg::from_vector(flat, {static_cast<int64_t>(which.size()), context});
   }
-  model.train(was);
-  return total / static_cast<double>(count);
+};
+
+void attention_maps(tg::report::Html& html, tg::DecoderLM& model, const tg::text::Tokenizer& tok, const std::vector<int64_t>& text,
+                    const Options& o) {
+  const int64_t n = std::min<int64_t>({o.context, 40, static_cast<int64_t>(text.size())});
+  std::vector<int64_t> ids(text.begin(), text.begin() + n);
+  model.set_record_attention(true);
+  {
+    tg::NoGradGuard ng;
+    model.eval();
+    model.forward(tg::from_vector(ids, {1, n}));
+  }
+  std::vector<std::string> labels;
+  for (int64_t id : ids) labels.push_back(tok.label(id));
+  for (int64_t l = 0; l < o.layers; ++l) {
+    const Tensor& w = (*model.layers)[static_cast<size_t>(l)]->self_attn->last_weights;  // [1, H, n, n]
+    std::vector<float> v = w.to_vector<float>();
+    std::vector<tg::report::Heatmap> maps;
+    for (int64_t h = 0; h < o.heads; ++h) {
+      tg::report::Heatmap m{fmt::format("layer {} head {}", l, h), {}, labels, labels};
+      for (int64_t i = 0; i < n; ++i) m.w.emplace_back(v.begin() + (h * n + i) * n, v.begin() + (h * n + i + 1) * n);
+      maps.push_back(std::move(m));
+    }
+    html.heatmap_grid(fmt::format("self-attention, layer {} (rows: queries, columns: keys; causal)", l), maps, 4);
+  }
+  model.set_record_attention(false);
+}
+
+std::string generate(tg::DecoderLM& model, const tg::text::Tokenizer& tok, const Options& o) {
+  tg::Generator gen(o.seed);
+  std::vector<int64_t> prompt = tok.encode(o.prompt);
+  if (prompt.empty()) prompt = {tok.unk_id()};
+  model.eval();
+  return o.prompt + tok.decode(tg::sample(model, prompt, {.max_new_tokens = o.sample, .temperature = o.temperature, .top_k = o.top_k},
+                                          gen));
+}
+
+// --load DIR: the saved model and tokenizer, a sample, no training.
+int generate_only(const Options& o) {
+  const std::string path = o.load + "/model.safetensors";
+  tg::SafetensorsFile f = tg::load_safetensors(path).value();
+  Options m = o;
+  m.layers = tg::metadata_int(f.metadata, "layers", path, 1, 256).value();
+  m.heads = tg::metadata_int(f.metadata, "heads", path, 1, 1024).value();
+  m.width = tg::metadata_int(f.metadata, "width", path, 1, 16384).value();
+  m.context = tg::metadata_int(f.metadata, "context", path, 2, 1 << 20).value();
+  if (m.width % m.heads != 0) tg::cli::fail(fmt::format("{}: width {} is not a multiple of heads {}", path, m.width, m.heads));
+  std::unique_ptr<tg::text::Tokenizer> tok = tg::text::Tokenizer::load_in(o.load).value();
+  const std::string want = tg::metadata_string(f.metadata, "tokenizer_fingerprint", path).value();
+  if (tok->fingerprint() != want)
+    tg::cli::fail(fmt::format("{}: the tokenizer file in {} is not the one this model was trained with (fingerprint {}, expected {})",
+                              path, o.load, tok->fingerprint(), want));
+  tg::DecoderLM model(model_config(m, tok->size()));
+  tg::load_module(model, path).value();
+  std::printf("%s\n", generate(model, *tok, o).c_str());
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  tg::cli::Flags f("train_lm", "train a GPT-style language model of characters or subwords on any text (or sample from one)");
+  f.add("text", &o.text, "training text (plain UTF-8; .gz accepted); `./tg.sh data` writes the default").not_empty();
+  f.add("out", &o.out, "output folder: model, tokenizer, checkpoints, metrics.jsonl, report.html").not_empty();
+  f.add("load", &o.load, "sample from the model saved in this folder instead of training");
+  f.add("tokenizer", &o.tokenizer, "char, or SentencePiece subwords trained on the training part: bpe or unigram")
+      .choices({"char", "bpe", "unigram"});
+  f.add("vocab", &o.vocab, "subword pieces (with --tokenizer bpe or unigram)").range(8, 1000000);
+  f.add("layers", &o.layers, "transformer blocks").range(1, 256);
+  f.add("heads", &o.heads, "attention heads per block").range(1, 1024);
+  f.add("width", &o.width, "model width d_model (d_ff is 4x)").range(1, 16384);
+  f.add("context", &o.context, "tokens per training sequence").range(2, 1 << 20);
+  f.add("batch", &o.batch, "sequences per step").range(1, 1 << 20);
+  f.add("steps", &o.steps, "training steps").min(1);
+  f.add("lr", &o.lr, "peak learning rate (AdamW, warm-up then cosine decay to 10%)").above(0);
+  f.add("warmup", &o.warmup, "warm-up steps").min(0);
+  f.add("dropout", &o.dropout, "dropout").range(0, 0.999);
+  f.add("weight_decay", &o.weight_decay, "AdamW weight decay").min(0);
+  f.add("eval_every", &o.eval_every, "steps between validation runs").min(1);
+  f.add("eval_windows", &o.eval_windows, "validation windows (of --context tokens, evenly spaced)").min(1);
+  f.add("sample", &o.sample, "tokens to sample at the end").min(0);
+  f.add("temperature", &o.temperature, "sampling temperature").above(0);
+  f.add("top_k", &o.top_k, "sample among the k most likely tokens (0: all)").min(0);
+  f.add("prompt", &o.prompt, "text the sample continues");
+  f.add("seed", &o.seed, "random seed (weights, data order, dropout, sampling)");
+  f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  f.add("resume", &o.resume, "continue from the newest checkpoint in OUT");
+  f.add("overwrite", &o.overwrite, "replace an earlier run in OUT");
+  f.check([&o] { return o.width % o.heads == 0 ? "" : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads); });
+  f.check([&o] { return o.resume && o.overwrite ? "--resume and --overwrite exclude each other" : ""; });
+  f.check([&o] { return !o.load.empty() && (o.resume || o.overwrite) ? "--load samples only: no --resume or --overwrite" : ""; });
+  f.parse(argc, argv).or_throw();
+  if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+  if (!o.load.empty()) return generate_only(o);
+  tg::make_dirs(o.out).or_throw();
+  tg::train::check_run_dir(o.out, o.resume, o.overwrite).or_throw();
+
+  // Data: the lines after 90% of the bytes are held out; the tokenizer learns from the rest only.
+  const std::string text = tg::read_text(o.text).value();
+  if (static_cast<int64_t>(text.size()) < 20 * (o.context + 1))
+    tg::cli::fail(fmt::format("{}: {} bytes is too little text for --context {} (need at least {})", o.text, text.size(), o.context,
+                              20 * (o.context + 1)));
+  size_t cut = text.find('\n', text.size() * 9 / 10);
+  cut = cut == std::string::npos ? text.size() * 9 / 10 : cut + 1;
+  const std::string train_text = text.substr(0, cut), valid_text = text.substr(cut);
+  std::unique_ptr<tg::text::Tokenizer> tok;
+  if (o.resume) {
+    tok = tg::text::Tokenizer::load_in(o.out).value();
+  } else {
+    std::vector<std::string> lines = tg::text::parse_lines(train_text, o.text).value();
+    if (o.tokenizer == "char") lines = {train_text};  // every character, line breaks included
+    tok = tg::text::Tokenizer::train(o.tokenizer, lines, {.vocab_size = o.tokenizer == "char" ? (int64_t{1} << 20) : o.vocab, .min_count = 1,
+                                                          .keep_newlines = true}).value();
+    tok->save_in(o.out).or_throw();
+  }
+  const std::vector<int64_t> train_ids = tok->encode(train_text), valid_ids = tok->encode(valid_text);
+  const int64_t T = o.context;
+  if (static_cast<int64_t>(train_ids.size()) < 20 * (T + 1) || static_cast<int64_t>(valid_ids.size()) < T + 1)
+    tg::cli::fail(fmt::format("{}: {} training and {} validation tokens are too few for --context {}", o.text, train_ids.size(),
+                              valid_ids.size(), T));
+  const bool chars = tok->kind() == "char";
+  const char* unit = chars ? "char" : "token";
+  Windows train{&train_ids, T, {}}, valid{&valid_ids, T, {}};
+  for (int64_t s = 0; s + T + 1 <= static_cast<int64_t>(train_ids.size()); s += T) train.starts.push_back(s);
+  const int64_t available = (static_cast<int64_t>(valid_ids.size()) - 1) / T, nv = std::min(available, o.eval_windows);
+  for (int64_t j = 0; j < nv; ++j) valid.starts.push_back(j * available / nv * T);
+
+  tg::manual_seed(o.seed);
+  tg::DecoderLM model(model_config(o, tok->size()));
+  tg::AdamW opt(model.named_parameters(), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = o.weight_decay});
+  std::printf("train_lm: %s, %zu bytes -> %zu + %zu held-out %ss (vocabulary %lld, %s); %lld windows of %lld; %lld parameters\n",
+              o.text.c_str(), text.size(), train_ids.size(), valid_ids.size(), unit, static_cast<long long>(tok->size()),
+              tok->kind().c_str(), static_cast<long long>(train.starts.size()), static_cast<long long>(T),
+              static_cast<long long>(model.num_parameters()));
+
+  const std::string config = fmt::format("{} {} {} {} {} {} {} {} {} {}", o.text, tok->kind(), o.layers, o.heads, o.width, T, o.batch,
+                                         o.dropout, o.weight_decay, o.seed);
+  tg::train::Trainer trainer(model, opt, {.run_dir = o.out, .max_steps = o.steps, .clip_grad_norm = 1.0,
+                                          .eval_every = o.eval_every, .keep_last = 2, .seed = o.seed, .unit = "tok",
+                                          .config_hash = tg::fingerprint(config), .tokenizer_fingerprint = tok->fingerprint()});
+  trainer.set_schedule(tg::WarmupCosineSchedule{.peak = o.lr, .warmup = o.warmup, .total = std::max(o.steps, o.warmup + 1),
+                                                .min_lr = 0.1 * o.lr});
+  auto lm_step = [&](const Windows& w) {
+    return tg::train::CrossEntropyStep{[&](const std::vector<int64_t>& ids) { return model.forward(w.take(ids, 0)); },
+                                       [&](const std::vector<int64_t>& ids) { return w.take(ids, 1); }};
+  };
+  const auto valid_batches = tg::train::sequential_batches(nv, o.batch);
+  auto evaluate = [&] { return std::map<std::string, double>{{"valid_loss", trainer.evaluate_loss(valid_batches, lm_step(valid))}}; };
+  const tg::Metadata meta = model_metadata(o, *tok);
+  trainer.callbacks.on_checkpoint = [&](const std::string&) { tg::save_module(model, o.out + "/model.safetensors", meta).or_throw(); };
+  if (o.resume) {
+    trainer.resume().or_throw();
+    std::fprintf(stderr, "resuming from %s at step %lld\n", trainer.last_checkpoint().c_str(),
+                 static_cast<long long>(trainer.state().step));
+  } else {
+    trainer.start(o.overwrite).or_throw();
+  }
+  tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(static_cast<int64_t>(train.starts.size()), o.batch), lm_step(train),
+                                       evaluate);
+  if (r.diverged()) {
+    std::fprintf(stderr, "train_lm: %s\n", r.message.c_str());
+    return tg::train::kExitDiverged;
+  }
+
+  const auto& vh = trainer.history().at("valid/valid_loss");
+  const double valid_loss = vh.back().second;
+  std::string loss_text = fmt::format("{:.4f} nats/{} ({:.3f} bits/{})", valid_loss, unit, valid_loss / std::log(2.0), unit);
+  if (!chars) {
+    const double per_token = static_cast<double>(tg::text::utf8_chars(valid_text).size()) / static_cast<double>(valid_ids.size());
+    loss_text += fmt::format(", about {:.4f} nats/char ({:.2f} characters a token)", valid_loss / per_token, per_token);
+  }
+  const std::string sample = generate(model, *tok, o);
+  std::printf("validation loss %s (perplexity %.2f), %.1f s of training\n", loss_text.c_str(), std::exp(valid_loss),
+              trainer.state().seconds);
+  std::printf("--- sample ---\n%s\n--------------\n", sample.c_str());
+
+  tg::report::Html html(chars ? "train_lm: character language model" : "train_lm: subword language model");
+  html.paragraph(fmt::format("{}: {} bytes, {} tokenizer, vocabulary {}; model {} layers x {} heads, width {}, context {}; {} "
+                             "parameters; {} steps of batch {}; validation loss {}.",
+                             o.text, text.size(), tok->kind(), tok->size(), o.layers, o.heads, o.width, T, model.num_parameters(),
+                             r.step, o.batch, loss_text));
+  tg::train::add_training_charts(html, trainer.history(), fmt::format("nats/{}", unit));
+  html.heading("sample");
+  html.preformatted(sample);
+  attention_maps(html, model, *tok, valid_ids, o);
+  html.write(o.out + "/report.html").or_throw();
+  std::printf("wrote %s/report.html, model.safetensors, metrics.jsonl, %s\n", o.out.c_str(),
+              r.last_checkpoint.substr(r.last_checkpoint.find_last_of('/') + 1).c_str());
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  ex::set_program_name(argv[0]);
-  absl::SetProgramUsageMessage("train a character-level GPT-style language model: train_lm --text FILE [flags]");
-  absl::ParseCommandLine(argc, argv);
-  const int64_t L = absl::GetFlag(FLAGS_layers), H = absl::GetFlag(FLAGS_heads), D = absl::GetFlag(FLAGS_width),
-                T = absl::GetFlag(FLAGS_context), B = absl::GetFlag(FLAGS_batch), steps = absl::GetFlag(FLAGS_steps);
-  if (L < 1 || H < 1 || D < 1 || D % H != 0 || T < 2 || B < 1 || steps < 0)
-    ex::fail(fmt::format("bad model flags: --layers {} --heads {} --width {} (a multiple of heads) --context {} (>= 2) "
-                         "--batch {} --steps {}", L, H, D, T, B, steps));
-  if (absl::GetFlag(FLAGS_threads) > 0) tg::set_num_threads(absl::GetFlag(FLAGS_threads));
-  const std::string out = absl::GetFlag(FLAGS_out), text_path = absl::GetFlag(FLAGS_text);
-  std::string text = ex::or_fail(ex::read_text(text_path));
-  if (static_cast<int64_t>(text.size()) < 20 * (T + 1))
-    ex::fail(fmt::format("{}: {} bytes is too little text for --context {} (need at least {})", text_path, text.size(), T,
-                         20 * (T + 1)));
-  ex::or_fail(ex::make_dirs(out));
-  const std::string ckpt = out + "/checkpoint.safetensors";
-
-  const ex::TokenizerKind kind = ex::or_fail(ex::parse_tokenizer_kind(absl::GetFlag(FLAGS_tokenizer)));
-  if (kind == ex::TokenizerKind::kWord) ex::fail("train_lm models characters or subwords: --tokenizer char, bpe or unigram");
-  LmVocab vocab;
-  Data data;
-  std::string vocab_signature;  // checked on --resume
-  int64_t valid_chars = 0;
-  if (kind == ex::TokenizerKind::kChar) {
-    vocab.chars = ex::CharVocab::build(text);
-    std::vector<int64_t> all = vocab.chars.encode(text);
-    size_t cut = all.size() * 9 / 10;
-    data.train.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(cut));
-    data.valid.assign(all.begin() + static_cast<std::ptrdiff_t>(cut), all.end());
-    vocab_signature = vocab.chars.serialize();
-    valid_chars = static_cast<int64_t>(data.valid.size());
-  } else {
-    // Held out: the lines after 90% of the bytes. The tokenizer learns from the training lines only.
-    size_t cut = text.find('\n', text.size() * 9 / 10);
-    cut = cut == std::string::npos ? text.size() * 9 / 10 : cut + 1;
-    const std::string train_text = text.substr(0, cut), valid_text = text.substr(cut);
-    const std::string spm_path = out + "/tokenizer.spm";
-    vocab.subword = true;
-    if (absl::GetFlag(FLAGS_resume)) {
-      vocab.pieces = ex::or_fail(ex::Tokenizer::load(kind, spm_path));
-    } else {
-      std::vector<std::string> lines;
-      for (absl::string_view line : absl::StrSplit(train_text, '\n', absl::SkipEmpty())) lines.emplace_back(line);
-      vocab.pieces = ex::or_fail(ex::Tokenizer::train(kind, lines, {.vocab_size = absl::GetFlag(FLAGS_vocab),
-                                                                    .user_symbols = {LmVocab::kNewline}}));
-      ex::or_fail(vocab.pieces.save(spm_path));
-    }
-    vocab.nl = vocab.pieces.id_of(LmVocab::kNewline);
-    if (vocab.nl == ex::Tokenizer::kUnk) ex::fail(spm_path + ": the subword model has no line-break piece");
-    data.train = vocab.encode(train_text);
-    data.valid = vocab.encode(valid_text);
-    vocab_signature = fmt::format("{} {}", ex::tokenizer_name(kind), vocab.size());
-    valid_chars = static_cast<int64_t>(ex::utf8_chars(valid_text).size());
-    if (static_cast<int64_t>(data.train.size()) < 20 * (T + 1) || static_cast<int64_t>(data.valid.size()) < T + 1)
-      ex::fail(fmt::format("{}: {} training and {} validation tokens are too few for --context {}", text_path,
-                           data.train.size(), data.valid.size(), T));
-  }
-  const char* unit = vocab.subword ? "token" : "char";
-  tg::manual_seed(absl::GetFlag(FLAGS_seed));
-  tg::LMConfig cfg{.vocab = vocab.size(), .context = T,
-                   .layer = {.d_model = D, .heads = H, .d_ff = 4 * D, .dropout = absl::GetFlag(FLAGS_dropout),
-                             .activation = tg::Activation::Gelu, .norm_first = true},
-                   .layers = L, .tie_weights = true};
-  tg::DecoderLM model(cfg);
-  tg::AdamW opt(model.named_parameters(), {.lr = absl::GetFlag(FLAGS_lr), .beta1 = 0.9, .beta2 = 0.99,
-                                           .weight_decay = absl::GetFlag(FLAGS_weight_decay)});
-  tg::WarmupCosineSchedule schedule{.peak = absl::GetFlag(FLAGS_lr), .warmup = absl::GetFlag(FLAGS_warmup),
-                                    .total = std::max<int64_t>(steps, absl::GetFlag(FLAGS_warmup) + 1),
-                                    .min_lr = 0.1 * absl::GetFlag(FLAGS_lr)};
-  int64_t start_step = 0;
-  if (absl::GetFlag(FLAGS_resume)) {
-    tg::Metadata user = ex::or_fail(tg::load_checkpoint(ckpt, model, opt));
-    if (user["vocab"] != vocab_signature) ex::fail(ckpt + ": the checkpoint was trained with another vocabulary (other characters or tokenizer)");
-    start_step = std::stoll(user["step"]);
-    std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt.c_str(), static_cast<long long>(start_step));
-  }
-  std::printf("train_lm: %s, %zu bytes -> %zu + %zu held-out %ss (vocabulary %lld); %lld parameters\n", text_path.c_str(),
-              text.size(), data.train.size(), data.valid.size(), unit, static_cast<long long>(vocab.size()),
-              static_cast<long long>(model.num_parameters()));
-
-  ex::Metrics metrics(out + "/metrics.jsonl");
-  std::vector<std::pair<double, double>> train_curve, valid_curve, lr_curve;
-  ex::Progress progress(steps - start_step);
-  const int64_t span = static_cast<int64_t>(data.train.size()) - T - 1;
-  double smooth = NAN, valid_loss = NAN;
-  for (int64_t step = start_step; step < steps; ++step) {
-    tg::Generator batch_gen(absl::GetFlag(FLAGS_seed) * 1000003 + static_cast<uint64_t>(step));  // a function of the step: resumable
-    std::vector<int64_t> starts(static_cast<size_t>(B));
-    for (auto& s : starts) s = static_cast<int64_t>(batch_gen.next_u64() % static_cast<uint64_t>(span));
-    Tensor x = window_batch(data.train, starts, T, 0), y = window_batch(data.train, starts, T, 1);
-    Tensor loss = tg::cross_entropy(model.forward(x), y);
-    opt.zero_grad();
-    loss.backward();
-    tg::clip_grad_norm(model.parameters(), 1.0);
-    opt.set_lr(schedule(step + 1));
-    opt.step();
-    double l = loss.item();
-    smooth = std::isnan(smooth) ? l : 0.95 * smooth + 0.05 * l;
-    train_curve.emplace_back(static_cast<double>(step + 1), l);
-    lr_curve.emplace_back(static_cast<double>(step + 1), opt.lr());
-    metrics.log({{"step", static_cast<double>(step + 1)}, {"loss", l}, {"lr", opt.lr()}});
-    const double elapsed = progress.elapsed();
-    progress.update(step + 1 - start_step,
-                    fmt::format("loss {:.3f}  lr {:.2e}  {:.0f} tok/s", smooth, opt.lr(),
-                                static_cast<double>((step + 1 - start_step) * B * T) / std::max(elapsed, 1e-9)));
-    if ((step + 1) % absl::GetFlag(FLAGS_eval_every) == 0 || step + 1 == steps) {
-      valid_loss = evaluate(model, data.valid, T, B, absl::GetFlag(FLAGS_eval_windows));
-      valid_curve.emplace_back(static_cast<double>(step + 1), valid_loss);
-      metrics.log({{"step", static_cast<double>(step + 1)}, {"valid_loss", valid_loss}}, "valid");
-      ex::or_fail(tg::save_checkpoint(ckpt, model, opt, {{"step", std::to_string(step + 1)}, {"vocab", vocab_signature}}));
-    }
-  }
-  progress.finish(fmt::format("loss {:.3f}", smooth));
-  if (std::isnan(valid_loss)) valid_loss = evaluate(model, data.valid, T, B, absl::GetFlag(FLAGS_eval_windows));
-
-  tg::Generator sample_gen(absl::GetFlag(FLAGS_seed));
-  std::vector<int64_t> prompt = vocab.encode(absl::GetFlag(FLAGS_prompt));
-  if (prompt.empty()) prompt = {0};
-  std::string sample = absl::GetFlag(FLAGS_prompt) +
-                       vocab.decode(tg::sample(model, prompt,
-                                               {.max_new_tokens = absl::GetFlag(FLAGS_sample),
-                                                .temperature = absl::GetFlag(FLAGS_temperature),
-                                                .top_k = absl::GetFlag(FLAGS_top_k)},
-                                               sample_gen));
-  std::string loss_text = fmt::format("{:.4f} nats/{} ({:.3f} bits/{})", valid_loss, unit, valid_loss / std::log(2.0), unit);
-  if (vocab.subword) {
-    const double per_token = static_cast<double>(valid_chars) / static_cast<double>(data.valid.size());
-    loss_text += fmt::format(", about {:.4f} nats/char ({:.2f} characters a token)", valid_loss / per_token, per_token);
-  }
-  std::printf("validation loss %s, %.1f s of training\n", loss_text.c_str(), progress.elapsed());
-  std::printf("--- sample ---\n%s\n--------------\n", sample.c_str());
-
-  // Report: curves, sample, every layer's and head's attention on a piece of validation text.
-  tg::report::Html html(vocab.subword ? "train_lm: subword language model" : "train_lm: character language model");
-  html.paragraph(fmt::format("{}: {} bytes, {} tokenizer, vocabulary {}; model {} layers x {} heads, width {}, context {}; {} "
-                             "parameters; {} steps of batch {}; validation loss {}.",
-                             text_path, text.size(), ex::tokenizer_name(kind), vocab.size(), L, H, D, T, model.num_parameters(),
-                             steps, B, loss_text));
-  html.line_chart(fmt::format("loss (nats/{})", unit), "step", {{"train", train_curve}, {"validation", valid_curve}});
-  html.line_chart("learning rate", "step", {{"lr", lr_curve}});
-  html.heading("sample");
-  html.preformatted(sample);
-  {
-    const int64_t n = std::min<int64_t>(T, std::min<int64_t>(40, static_cast<int64_t>(data.valid.size())));
-    std::vector<int64_t> ids(data.valid.begin(), data.valid.begin() + n);
-    model.set_record_attention(true);
-    {
-      tg::NoGradGuard ng;
-      model.eval();
-      model.forward(tg::from_vector(ids, {1, n}));
-    }
-    std::vector<std::string> labels;
-    for (int64_t id : ids) labels.push_back(vocab.label(id));
-    for (int64_t l = 0; l < L; ++l) {
-      const Tensor& w = (*model.layers)[static_cast<size_t>(l)]->self_attn->last_weights;  // [1, H, n, n]
-      std::vector<float> v = w.to_vector<float>();
-      std::vector<tg::report::Heatmap> maps;
-      for (int64_t h = 0; h < H; ++h) {
-        tg::report::Heatmap m{fmt::format("layer {} head {}", l, h), {}, labels, labels};
-        for (int64_t i = 0; i < n; ++i)
-          m.w.emplace_back(v.begin() + (h * n + i) * n, v.begin() + (h * n + i + 1) * n);
-        maps.push_back(std::move(m));
-      }
-      html.heatmap_grid(fmt::format("self-attention, layer {} (rows: queries, columns: keys; causal)", l), maps, 4);
-    }
-    model.set_record_attention(false);
-  }
-  ex::or_fail(html.write(out + "/report.html"));
-  std::printf("wrote %s/report.html, %s, %s\n", out.c_str(), metrics.path().c_str(), ckpt.c_str());
-  return 0;
+  return tg::cli::run_main(argc, argv, [&] { return run(argc, argv); });
 }

@@ -1,86 +1,179 @@
-// train_word2vec: skip-gram or CBOW word vectors, with the original word2vec's flags in Abseil
-// form (--train, --output, --cbow, --size, --window, --negative, --sample, --min_count, --iter,
-// --alpha, --threads, --binary), evaluation on an analogy file (questions-words.txt format) and a
-// similarity file (word, word, score: Spearman correlation), and --query to print neighbours.
+// train_word2vec: skip-gram or CBOW word vectors with the original word2vec's flags (--train,
+// --output, --cbow, --size, --window, --negative, --sample, --min_count, --iter, --alpha,
+// --threads, --binary; its single-dash forms `-cbow 0 -binary 1` work too), evaluated on an
+// analogy file (questions-words.txt format) and a similarity file (word, word, score: Spearman
+// correlation). Beside the vectors: metrics.jsonl and report.html (loss curve, evaluation,
+// nearest neighbours, a 2-D PCA map of frequent words).
 //
 //   ./build/train_word2vec --train data/kjv.txt --output runs/w2v/vectors.bin --binary --query lord,king
+//
+// The training itself is one call, tg::Word2Vec::train (sparse row updates, its own linear
+// learning-rate decay); it is not a generic tg::train::Trainer loop.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <map>
+#include <filesystem>
 #include <numeric>
 #include <string>
+#include <string_view>
 
-#include <absl/flags/flag.h>
-#include <absl/flags/parse.h>
-#include <absl/flags/usage.h>
-#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
-#include "examples/common.h"
-#include "examples/report.h"
 #include "tapegrad.h"
-
-ABSL_FLAG(std::string, train, "data/kjv.txt", "training text (words separated by white space; .gz accepted)");
-ABSL_FLAG(std::string, output, "runs/w2v/vectors.txt", "where to write the vectors (word2vec format)");
-ABSL_FLAG(bool, cbow, false, "CBOW instead of skip-gram (the original's -cbow 1)");
-ABSL_FLAG(int64_t, size, 100, "vector dimensions");
-ABSL_FLAG(int64_t, window, 5, "largest distance between a word and its context");
-ABSL_FLAG(int64_t, negative, 5, "negative samples per positive pair");
-ABSL_FLAG(double, sample, 1e-3, "threshold for subsampling frequent words (0: off)");
-ABSL_FLAG(int64_t, min_count, 5, "discard words seen fewer times");
-ABSL_FLAG(int64_t, iter, 5, "training epochs");
-ABSL_FLAG(double, alpha, -1, "starting learning rate (default 0.025 skip-gram, 0.05 CBOW)");
-ABSL_FLAG(int32_t, threads, 0, "threads (0: TG_NUM_THREADS or all cores)");
-ABSL_FLAG(bool, binary, false, "write the binary format");
-ABSL_FLAG(bool, lowercase, true, "lower-case the text and strip punctuation at word edges before counting");
-ABSL_FLAG(int64_t, batch, 1024, "(centre, context) pairs per update");
-ABSL_FLAG(uint64_t, seed, 1, "random seed");
-ABSL_FLAG(std::string, analogies, "", "analogy questions to evaluate (questions-words.txt format)");
-ABSL_FLAG(std::string, similarity, "", "word pairs with human scores (word, word, score; tab, comma or space separated)");
-ABSL_FLAG(std::string, query, "", "comma-separated words whose nearest neighbours to print");
-
-namespace ex = tg::examples;
 
 namespace {
 
-std::string normalise(const std::string& w, bool lowercase) {
-  if (!lowercase) return w;
+struct Options {
+  std::string train = "data/kjv.txt", output = "runs/w2v/vectors.txt", analogies, similarity, query;
+  bool cbow = false, binary = false, lowercase = true, overwrite = false;
+  int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 1024, threads = 0;
+  double sample = 1e-3, alpha = -1;
+  uint64_t seed = 1;
+};
+
+void define_flags(tg::cli::Flags& f, Options& o) {
+  f.add("train", &o.train, "training text (words separated by white space, sentences by line breaks; .gz accepted)").not_empty();
+  f.add("output", &o.output, "where to write the vectors (word2vec format); metrics.jsonl and report.html go beside it").not_empty();
+  f.add("overwrite", &o.overwrite, "replace an existing --output and the metrics.jsonl beside it");
+  f.add("cbow", &o.cbow, "CBOW instead of skip-gram (the original's -cbow 1)");
+  f.add("size", &o.size, "vector dimensions").range(1, 10000);
+  f.add("window", &o.window, "largest distance between a word and its context").min(1);
+  f.add("negative", &o.negative, "negative samples per positive pair").min(1);
+  f.add("sample", &o.sample, "threshold for subsampling frequent words (0: off)").min(0);
+  f.add("min_count", &o.min_count, "discard words seen fewer times").min(1);
+  f.add("iter", &o.iter, "training epochs").min(1);
+  f.add("alpha", &o.alpha, "starting learning rate (-1: 0.025 for skip-gram, 0.05 for CBOW)");
+  f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  f.add("binary", &o.binary, "write the binary format");
+  f.add("lowercase", &o.lowercase, "lower-case the text and strip punctuation at word edges before counting");
+  f.add("batch", &o.batch, "(centre, context) pairs per update").min(1);
+  f.add("seed", &o.seed, "random seed");
+  f.add("analogies", &o.analogies, "analogy questions to evaluate (questions-words.txt format)");
+  f.add("similarity", &o.similarity, "word pairs with human scores (word, word, score; tab, comma or space separated)");
+  f.add("query", &o.query, "comma-separated words whose nearest neighbours to print (default in the report: 12 frequent words)");
+  f.check([&o] {
+    return o.alpha == -1 || o.alpha > 0 ? std::string()
+                                        : fmt::format("--alpha: must be > 0 (or -1 for the default), got {}", o.alpha);
+  });
+}
+
+// The word as the vocabulary holds it. text/split.h's word_tokens splits differently (it makes
+// "-" and other punctuation tokens of their own), so the original's rule stays here: with
+// lowercase, punctuation at the word's edges is stripped and ASCII letters lower-cased; without,
+// the word is kept as it is.
+std::string normalise(std::string_view w, bool lowercase) {
+  if (!lowercase) return std::string(w);
   size_t b = 0, e = w.size();
   while (b < e && std::ispunct(static_cast<unsigned char>(w[b]))) ++b;
   while (e > b && std::ispunct(static_cast<unsigned char>(w[e - 1]))) --e;
-  std::string out = w.substr(b, e - b);
+  std::string out(w.substr(b, e - b));
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
-// Analogy accuracy over questions whose four words are all known (as the original's compute-accuracy,
-// restricted to the 30,000 most frequent words).
-std::pair<double, int64_t> analogy_accuracy(const tg::Word2Vec& w2v, const std::string& path, int64_t* skipped) {
-  std::string text = ex::or_fail(ex::read_text(path));
-  int64_t right = 0, asked = 0;
-  *skipped = 0;
-  const int64_t limit = std::min<int64_t>(30000, w2v.vocab().size());
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (line.empty() || line[0] == ':') continue;
-    std::vector<std::string> w;
-    for (absl::string_view t : absl::StrSplit(line, ' ', absl::SkipWhitespace())) w.push_back(normalise(std::string(t), true));
-    if (w.size() != 4) ex::fail(fmt::format("{}: line '{}' does not hold four words", path, std::string(line)));
-    bool known = true;
-    for (const auto& x : w) {
-      int64_t id = w2v.vocab().id(x);
-      known = known && id >= 0 && id < limit;
+// The words of a line: split on spaces, tabs and carriage returns (as the original), then normalised.
+std::vector<std::string> words_of(std::string_view line, bool lowercase) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
+    if (j > i)
+      if (std::string w = normalise(line.substr(i, j - i), lowercase); !w.empty()) out.push_back(std::move(w));
+    i = j;
+  }
+  return out;
+}
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  for (size_t at = 0; at <= text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// ---- Evaluation files, read and checked before training ----
+
+using Question = std::array<std::string, 4>;  // a : b = c : d
+
+std::vector<Question> read_analogies(const std::string& path, bool lowercase) {
+  const std::string text = tg::read_text(path).value();
+  std::vector<Question> out;
+  int64_t n = 0;
+  for (std::string_view line : lines_of(text)) {
+    ++n;
+    std::vector<std::string> w = words_of(line, lowercase);
+    if (w.empty() || line.front() == ':') continue;  // a blank line or a section header ": capital-common-countries"
+    if (w.size() != 4)
+      tg::cli::fail(fmt::format("{}: line {}: expected four words (a b c d: a is to b as c is to d), found {}", path, n, w.size()));
+    out.push_back({w[0], w[1], w[2], w[3]});
+  }
+  if (out.empty()) tg::cli::fail(fmt::format("{}: no analogy questions in it (lines of four words, as questions-words.txt)", path));
+  return out;
+}
+
+struct Scored {
+  std::string a, b;
+  double score;
+};
+
+// Lines "word word score" (tab, comma or space separated, more columns allowed); '#' lines and
+// lines whose third field is not a number (a header) are skipped.
+std::vector<Scored> read_similarity(const std::string& path, bool lowercase) {
+  const std::string text = tg::read_text(path).value();
+  std::vector<Scored> out;
+  for (std::string_view line : lines_of(text)) {
+    if (line.empty() || line.front() == '#') continue;
+    std::vector<std::string> f;
+    for (size_t i = 0; i < line.size();) {
+      auto sep = [&](char c) { return c == '\t' || c == ',' || c == ' ' || c == '\r'; };
+      while (i < line.size() && sep(line[i])) ++i;
+      size_t j = i;
+      while (j < line.size() && !sep(line[j])) ++j;
+      if (j > i) f.emplace_back(line.substr(i, j - i));
+      i = j;
     }
+    if (f.size() < 3) continue;
+    char* end = nullptr;
+    const double score = std::strtod(f[2].c_str(), &end);
+    if (*end != '\0' || !std::isfinite(score)) continue;
+    out.push_back({normalise(f[0], lowercase), normalise(f[1], lowercase), score});
+  }
+  if (out.empty())
+    tg::cli::fail(fmt::format("{}: no word pair with a score in it (expected lines 'word word score', tab, comma or space "
+                              "separated)", path));
+  return out;
+}
+
+// Analogy accuracy over questions whose four words are all among the 30,000 most frequent (as the
+// original's compute-accuracy).
+struct AnalogyResult {
+  int64_t right = 0, asked = 0, skipped = 0;
+};
+AnalogyResult analogy_accuracy(const tg::Word2Vec& w2v, const std::vector<Question>& questions) {
+  AnalogyResult r;
+  const int64_t limit = std::min<int64_t>(30000, w2v.vocab().size());
+  for (const Question& q : questions) {
+    const bool known = std::all_of(q.begin(), q.end(), [&](const std::string& w) {
+      const int64_t id = w2v.vocab().id(w);
+      return id >= 0 && id < limit;
+    });
     if (!known) {
-      ++*skipped;
+      ++r.skipped;
       continue;
     }
-    auto best = w2v.most_similar({w[1], w[2]}, {w[0]}, 1);
-    right += !best.empty() && best[0].first == w[3];
-    ++asked;
+    auto best = w2v.most_similar({q[1], q[2]}, {q[0]}, 1);
+    r.right += !best.empty() && best[0].first == q[3];
+    ++r.asked;
   }
-  return {asked ? static_cast<double>(right) / static_cast<double>(asked) : NAN, asked};
+  return r;
 }
 
 std::vector<double> ranks(const std::vector<double>& v) {
@@ -97,66 +190,142 @@ std::vector<double> ranks(const std::vector<double>& v) {
   return r;
 }
 
-// Spearman correlation between the human scores and the cosine similarities of known pairs.
-std::pair<double, int64_t> spearman(const tg::Word2Vec& w2v, const std::string& path, int64_t* skipped) {
-  std::string text = ex::or_fail(ex::read_text(path));
+// Spearman correlation between the human scores and the cosine similarities of the pairs whose
+// two words are known; rho is NaN when fewer than two are.
+struct SpearmanResult {
+  double rho = NAN;
+  int64_t pairs = 0, skipped = 0;
+};
+SpearmanResult spearman(const tg::Word2Vec& w2v, const std::vector<Scored>& pairs) {
+  SpearmanResult r;
   std::vector<double> human, model;
-  *skipped = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    std::vector<std::string> f;
-    for (absl::string_view t : absl::StrSplit(line, absl::ByAnyChar("\t, "), absl::SkipWhitespace())) f.emplace_back(t);
-    if (f.size() < 3) continue;
-    char* end = nullptr;
-    double score = std::strtod(f[2].c_str(), &end);
-    if (*end != '\0') continue;  // a header line
-    std::string a = normalise(f[0], true), b = normalise(f[1], true);
-    if (w2v.vocab().id(a) < 0 || w2v.vocab().id(b) < 0) {
-      ++*skipped;
+  for (const Scored& p : pairs) {
+    if (w2v.vocab().id(p.a) < 0 || w2v.vocab().id(p.b) < 0) {
+      ++r.skipped;
       continue;
     }
-    human.push_back(score);
-    model.push_back(w2v.similarity(a, b));
+    human.push_back(p.score);
+    model.push_back(w2v.similarity(p.a, p.b));
   }
-  if (human.size() < 2) return {NAN, static_cast<int64_t>(human.size())};
-  std::vector<double> rh = ranks(human), rm = ranks(model);
+  r.pairs = static_cast<int64_t>(human.size());
+  if (human.size() < 2) return r;
+  const std::vector<double> rh = ranks(human), rm = ranks(model);
   const double n = static_cast<double>(rh.size());
-  double mh = std::accumulate(rh.begin(), rh.end(), 0.0) / n, mm = std::accumulate(rm.begin(), rm.end(), 0.0) / n;
+  const double mh = std::accumulate(rh.begin(), rh.end(), 0.0) / n, mm = std::accumulate(rm.begin(), rm.end(), 0.0) / n;
   double sxy = 0, sxx = 0, syy = 0;
   for (size_t i = 0; i < rh.size(); ++i) {
     sxy += (rh[i] - mh) * (rm[i] - mm);
     sxx += (rh[i] - mh) * (rh[i] - mh);
     syy += (rm[i] - mm) * (rm[i] - mm);
   }
-  return {sxy / std::sqrt(sxx * syy), static_cast<int64_t>(rh.size())};
+  r.rho = sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : NAN;
+  return r;
 }
 
-}  // namespace
+// ---- The report's word lists ----
 
-int main(int argc, char** argv) {
-  ex::set_program_name(argv[0]);
-  absl::SetProgramUsageMessage("train word vectors (skip-gram or CBOW with negative sampling): train_word2vec --train FILE");
-  absl::ParseCommandLine(argc, argv);
-  if (absl::GetFlag(FLAGS_threads) > 0) tg::set_num_threads(absl::GetFlag(FLAGS_threads));
-  if (absl::GetFlag(FLAGS_size) < 1 || absl::GetFlag(FLAGS_window) < 1 || absl::GetFlag(FLAGS_negative) < 1 ||
-      absl::GetFlag(FLAGS_iter) < 1 || absl::GetFlag(FLAGS_min_count) < 1 || absl::GetFlag(FLAGS_sample) < 0 ||
-      absl::GetFlag(FLAGS_batch) < 1)
-    ex::fail("--size, --window, --negative, --iter, --min_count and --batch must be >= 1, --sample >= 0");
-  const std::string train = absl::GetFlag(FLAGS_train), output = absl::GetFlag(FLAGS_output);
-  std::string text = ex::or_fail(ex::read_text(train));
-  const bool lower = absl::GetFlag(FLAGS_lowercase);
+bool has_letter(const std::string& w) {
+  return std::any_of(w.begin(), w.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || (c & 0x80); });
+}
 
-  // Words (sentences are lines: a window never crosses a line break).
+// English function words (with the King James Bible's: thee, thou, unto, hath ...). They are the
+// most frequent words of any English text and say little about its content; the report's default
+// neighbour table and its map leave them out.
+bool is_function_word(const std::string& w) {
+  static const std::vector<std::string> kWords = {
+      "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "art", "as", "at",
+      "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "didst",
+      "do", "does", "doest", "doth", "down", "each", "even", "ever", "every", "few", "for", "from", "further", "had", "hadst",
+      "has", "hast", "hath", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i",
+      "if", "in", "into", "is", "it", "its", "itself", "just", "let", "like", "may", "mayest", "me", "might", "mine", "more",
+      "most", "much", "must", "my", "myself", "neither", "no", "nor", "not", "now", "o", "of", "off", "oh", "on", "once",
+      "one", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "shall", "shalt", "she",
+      "should", "shouldest", "so", "some", "such", "than", "that", "the", "thee", "their", "theirs", "them", "themselves",
+      "then", "there", "thereof", "therefore", "these", "they", "thine", "this", "those", "thou", "though", "through",
+      "thus", "thy", "thyself", "to", "too", "toward", "under", "unto", "until", "up", "upon", "us", "very", "was", "we",
+      "were", "what", "when", "whence", "where", "wherefore", "whether", "which", "while", "whither", "who", "whom",
+      "whose", "why", "will", "wilt", "with", "would", "ye", "yea", "yet", "you", "your", "yours", "yourself", "yourselves"};
+  static const std::vector<std::string> sorted = [] {
+    std::vector<std::string> v = kWords;
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  std::string lower = w;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return std::binary_search(sorted.begin(), sorted.end(), lower);
+}
+
+// The n most frequent words, leaving out function words and tokens without a letter.
+std::vector<std::string> frequent_words(const tg::Vocabulary& vocab, int64_t n) {
+  std::vector<std::string> out;
+  for (int64_t id = 0; id < vocab.size() && static_cast<int64_t>(out.size()) < n; ++id)
+    if (has_letter(vocab.word(id)) && !is_function_word(vocab.word(id))) out.push_back(vocab.word(id));
+  return out;
+}
+
+// The PCA map: the words' vectors scaled to unit length (cosine is what word2vec's geometry
+// means), projected on their two principal components.
+std::vector<tg::report::Point> pca_points(const tg::Word2Vec& w2v, const std::vector<std::string>& words,
+                                          const std::vector<std::string>& marked) {
+  const int64_t dim = w2v.vectors().size(1);
+  const std::vector<float> table = w2v.vectors().to_vector<float>();
+  std::vector<std::vector<float>> rows;
+  for (const std::string& w : words) {
+    const int64_t id = w2v.vocab().id(w);
+    std::vector<float> v(table.begin() + id * dim, table.begin() + (id + 1) * dim);
+    double ss = 0;
+    for (float x : v) ss += double(x) * x;
+    if (ss > 0)
+      for (float& x : v) x = static_cast<float>(x / std::sqrt(ss));
+    rows.push_back(std::move(v));
+  }
+  const auto xy = tg::report::pca_2d(rows);
+  std::vector<tg::report::Point> points;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const bool mark = std::find(marked.begin(), marked.end(), words[i]) != marked.end();
+    points.push_back({xy[i].first, xy[i].second, words[i], mark ? 1 : 0});
+  }
+  return points;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  tg::cli::Flags flags("train_word2vec", "train word vectors (skip-gram or CBOW with negative sampling) on a text file");
+  define_flags(flags, o);
+  flags.parse(argc, argv).or_throw();
+  if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+
+  // The run folder: the vectors' folder, which also gets metrics.jsonl and report.html. An earlier
+  // run there is replaced only on request.
+  namespace fs = std::filesystem;
+  const fs::path out_path(o.output);
+  const std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
+  tg::make_dirs(dir).or_throw();
+  if (fs::is_directory(out_path)) tg::cli::fail(fmt::format("--output {} is a folder; give the vectors' file name", o.output));
+  if (fs::exists(out_path) && !o.overwrite)
+    tg::cli::fail(fmt::format("{} exists (an earlier run's vectors); pass --overwrite to replace it, or another --output", o.output));
+  // (check_run_dir's own message offers --resume, which this program does not have.)
+  if (!tg::train::check_run_dir(dir, /*resume=*/false, o.overwrite).ok())
+    tg::cli::fail(fmt::format("{}: holds an earlier run (metrics.jsonl); pass --overwrite to replace it, or another --output", dir));
+
+  // Evaluation files first: a bad one fails now, not after training.
+  const std::vector<Question> questions = o.analogies.empty() ? std::vector<Question>{} : read_analogies(o.analogies, o.lowercase);
+  const std::vector<Scored> scored = o.similarity.empty() ? std::vector<Scored>{} : read_similarity(o.similarity, o.lowercase);
+
+  // Words; sentences are lines (a window never crosses a line break).
   std::vector<std::string> tokens;
   std::vector<size_t> line_ends;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    for (absl::string_view t : absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipWhitespace())) {
-      std::string w = normalise(std::string(t), lower);
-      if (!w.empty()) tokens.push_back(std::move(w));
+  {
+    const std::string text = tg::read_text(o.train).value();
+    for (std::string_view line : lines_of(text)) {
+      for (std::string& w : words_of(line, o.lowercase)) tokens.push_back(std::move(w));
+      line_ends.push_back(tokens.size());
     }
-    line_ends.push_back(tokens.size());
   }
-  tg::Vocabulary vocab = tg::Vocabulary::build(tokens, absl::GetFlag(FLAGS_min_count));
-  if (vocab.size() < 2) ex::fail(fmt::format("{}: fewer than 2 words occur --min_count {} times", train, absl::GetFlag(FLAGS_min_count)));
+  tg::Vocabulary vocab = tg::Vocabulary::build(tokens, o.min_count);
+  if (vocab.size() < 2)
+    tg::cli::fail(fmt::format("{}: fewer than 2 words occur --min_count {} times ({} words in all)", o.train, o.min_count,
+                              tokens.size()));
   std::vector<int64_t> corpus;
   corpus.reserve(tokens.size() + line_ends.size());
   size_t at = 0;
@@ -165,70 +334,130 @@ int main(int argc, char** argv) {
       if (int64_t id = vocab.id(tokens[at]); id >= 0) corpus.push_back(id);
     corpus.push_back(-1);
   }
-  std::printf("train_word2vec: %s, %zu words, vocabulary %lld (min_count %lld), %s, %lld dims, window %lld, %lld negatives, %lld epochs\n",
-              train.c_str(), tokens.size(), static_cast<long long>(vocab.size()),
-              static_cast<long long>(absl::GetFlag(FLAGS_min_count)), absl::GetFlag(FLAGS_cbow) ? "CBOW" : "skip-gram",
-              static_cast<long long>(absl::GetFlag(FLAGS_size)), static_cast<long long>(absl::GetFlag(FLAGS_window)),
-              static_cast<long long>(absl::GetFlag(FLAGS_negative)), static_cast<long long>(absl::GetFlag(FLAGS_iter)));
+  std::printf("train_word2vec: %s, %zu words, vocabulary %lld (min_count %lld), %s, %lld dims, window %lld, %lld negatives, "
+              "%lld epochs\n",
+              o.train.c_str(), tokens.size(), static_cast<long long>(vocab.size()), static_cast<long long>(o.min_count),
+              o.cbow ? "CBOW" : "skip-gram", static_cast<long long>(o.size), static_cast<long long>(o.window),
+              static_cast<long long>(o.negative), static_cast<long long>(o.iter));
+  const size_t total_words = tokens.size();
   tokens.clear();
   tokens.shrink_to_fit();
 
-  tg::Word2Vec w2v(vocab, {.cbow = absl::GetFlag(FLAGS_cbow), .dim = absl::GetFlag(FLAGS_size),
-                           .window = absl::GetFlag(FLAGS_window), .negative = absl::GetFlag(FLAGS_negative),
-                           .sample = absl::GetFlag(FLAGS_sample), .epochs = absl::GetFlag(FLAGS_iter),
-                           .alpha = absl::GetFlag(FLAGS_alpha), .batch = absl::GetFlag(FLAGS_batch),
-                           .seed = absl::GetFlag(FLAGS_seed)});
-  const int64_t total = static_cast<int64_t>(corpus.size() - line_ends.size()) * absl::GetFlag(FLAGS_iter);
-  ex::Progress progress(total);
+  if (o.overwrite) fs::remove(dir + "/metrics.jsonl");
+  tg::train::Metrics metrics = tg::train::Metrics::open(dir + "/metrics.jsonl").value();
+  tg::Word2Vec w2v(vocab, {.cbow = o.cbow, .dim = o.size, .window = o.window, .negative = o.negative, .sample = o.sample,
+                           .epochs = o.iter, .alpha = o.alpha, .batch = o.batch, .seed = o.seed});
+  const int64_t total = static_cast<int64_t>(corpus.size() - line_ends.size()) * o.iter;
+  tg::train::Progress progress(total, "train", "words");
   std::vector<std::pair<double, double>> loss_curve;
+  int64_t reports = 0;
   w2v.train(corpus, [&](const tg::Word2VecProgress& p) {
     loss_curve.emplace_back(static_cast<double>(p.words_done), p.loss);
-    progress.update(p.words_done, fmt::format("alpha {:.5f}  loss {:.3f}  {:.0f} words/s", p.alpha, p.loss,
-                                              static_cast<double>(p.words_done) / std::max(progress.elapsed(), 1e-9)));
+    metrics.log("train", ++reports, {{"words_done", static_cast<double>(p.words_done)}, {"alpha", p.alpha}, {"loss", p.loss}})
+        .or_throw();
+    progress.update(p.words_done, fmt::format("alpha {:.5f}  loss {:.3f}", p.alpha, p.loss), p.words_done);
   });
-  const double secs = progress.elapsed();
-  progress.finish("");
-  std::printf("trained %lld words in %.1f s: %.0f words/s\n", static_cast<long long>(w2v.words_trained()), secs,
-              static_cast<double>(w2v.words_trained()) / secs);
-  if (auto slash = output.find_last_of('/'); slash != std::string::npos) ex::or_fail(ex::make_dirs(output.substr(0, slash)));
-  ex::or_fail(w2v.save(output, absl::GetFlag(FLAGS_binary)));
-  std::printf("wrote %s (%s)\n", output.c_str(), absl::GetFlag(FLAGS_binary) ? "binary" : "text");
+  const double secs = std::max(progress.elapsed(), 1e-9);
+  const double words_per_s = static_cast<double>(w2v.words_trained()) / secs;
+  progress.finish(loss_curve.empty() ? "" : fmt::format("loss {:.3f}", loss_curve.back().second));
+  std::printf("trained %lld words in %.1f s: %.0f words/s\n", static_cast<long long>(w2v.words_trained()), secs, words_per_s);
+  w2v.save(o.output, o.binary).or_throw();
+  std::printf("wrote %s (%s)\n", o.output.c_str(), o.binary ? "binary" : "text");
 
+  // Evaluation.
   std::vector<std::vector<std::string>> results;
-  if (!absl::GetFlag(FLAGS_analogies).empty()) {
-    int64_t skipped = 0;
-    auto [acc, n] = analogy_accuracy(w2v, absl::GetFlag(FLAGS_analogies), &skipped);
-    std::printf("analogies: %.2f%% of %lld questions right (%lld skipped: a word outside the 30,000 most frequent)\n", 100 * acc,
-                static_cast<long long>(n), static_cast<long long>(skipped));
-    results.push_back({"analogy accuracy", fmt::format("{:.2f}%", 100 * acc), fmt::format("{} asked, {} skipped", n, skipped)});
+  std::vector<std::pair<std::string, double>> eval;
+  if (!questions.empty()) {
+    const AnalogyResult r = analogy_accuracy(w2v, questions);
+    if (r.asked > 0) {
+      const double acc = static_cast<double>(r.right) / static_cast<double>(r.asked);
+      std::printf("analogies: %.2f%% of %lld questions right (%lld skipped: a word outside the 30,000 most frequent)\n", 100 * acc,
+                  static_cast<long long>(r.asked), static_cast<long long>(r.skipped));
+      results.push_back({"analogy accuracy", fmt::format("{:.2f}%", 100 * acc),
+                         fmt::format("{} of {} questions right; {} skipped (a word outside the 30,000 most frequent)", r.right, r.asked,
+                                     r.skipped)});
+      eval.insert(eval.end(), {{"analogy_accuracy", acc}, {"analogy_questions", static_cast<double>(r.asked)}});
+    } else {
+      std::printf("analogies: none of the %zu questions in %s has all four words among the 30,000 most frequent; no accuracy\n",
+                  questions.size(), o.analogies.c_str());
+      results.push_back({"analogy accuracy", "-",
+                         fmt::format("none of the {} questions has all four words among the 30,000 most frequent", questions.size())});
+    }
+    eval.emplace_back("analogy_skipped", static_cast<double>(r.skipped));
   }
-  if (!absl::GetFlag(FLAGS_similarity).empty()) {
-    int64_t skipped = 0;
-    auto [rho, n] = spearman(w2v, absl::GetFlag(FLAGS_similarity), &skipped);
-    std::printf("similarity: Spearman %.4f over %lld pairs (%lld with an unknown word skipped)\n", rho, static_cast<long long>(n),
-                static_cast<long long>(skipped));
-    results.push_back({"Spearman", fmt::format("{:.4f}", rho), fmt::format("{} pairs, {} skipped", n, skipped)});
+  if (!scored.empty()) {
+    const SpearmanResult r = spearman(w2v, scored);
+    if (std::isfinite(r.rho)) {
+      std::printf("similarity: Spearman %.4f over %lld pairs (%lld with an unknown word skipped)\n", r.rho,
+                  static_cast<long long>(r.pairs), static_cast<long long>(r.skipped));
+      results.push_back({"Spearman", fmt::format("{:.4f}", r.rho),
+                         fmt::format("{} pairs; {} skipped (a word not in the vocabulary)", r.pairs, r.skipped)});
+      eval.emplace_back("spearman", r.rho);
+    } else {
+      std::printf("similarity: only %lld of the %zu pairs in %s have both words in the vocabulary; no Spearman\n",
+                  static_cast<long long>(r.pairs), scored.size(), o.similarity.c_str());
+      results.push_back(
+          {"Spearman", "-", fmt::format("only {} of {} pairs have both words in the vocabulary", r.pairs, scored.size())});
+    }
+    eval.insert(eval.end(), {{"spearman_pairs", static_cast<double>(r.pairs)}, {"spearman_skipped", static_cast<double>(r.skipped)}});
   }
-  std::string neighbours;
-  for (absl::string_view q : absl::StrSplit(absl::GetFlag(FLAGS_query), ',', absl::SkipEmpty())) {
-    std::string w = normalise(std::string(q), lower);
+  eval.emplace_back("words_per_second", words_per_s);
+  metrics.log("eval", reports, eval).or_throw();
+
+  // Nearest neighbours: the --query words (printed too), or 12 frequent words for the report.
+  std::vector<std::string> asked;
+  for (size_t i = 0; i < o.query.size();) {
+    const size_t j = std::min(o.query.find(',', i), o.query.size());
+    if (std::string w = normalise(std::string_view(o.query).substr(i, j - i), o.lowercase); !w.empty()) asked.push_back(w);
+    i = j + 1;
+  }
+  const std::vector<std::string> shown = asked.empty() ? frequent_words(vocab, 12) : asked;
+  const std::vector<std::string> mapped = frequent_words(vocab, 150);  // for the PCA map
+  std::vector<std::vector<std::string>> neighbour_rows;
+  for (const std::string& w : shown) {
     if (vocab.id(w) < 0) {
       std::printf("%s: not in the vocabulary\n", w.c_str());
+      neighbour_rows.push_back({w, "(not in the vocabulary)"});
       continue;
     }
-    std::string line = w + ":";
-    for (auto& [n, s] : w2v.most_similar(w, 10)) line += fmt::format(" {} ({:.3f})", n, s);
-    std::printf("%s\n", line.c_str());
-    neighbours += line + "\n";
+    std::string line;
+    for (auto& [n, s] : w2v.most_similar(w, 10)) line += fmt::format("{}{} ({:.3f})", line.empty() ? "" : ", ", n, s);
+    if (!asked.empty()) std::printf("%s: %s\n", w.c_str(), line.c_str());
+    neighbour_rows.push_back({w, line});
   }
-  // Report beside the vectors.
-  std::string dir = output.find('/') == std::string::npos ? "." : output.substr(0, output.find_last_of('/'));
+
+  // The report beside the vectors.
   tg::report::Html html("train_word2vec");
-  html.paragraph(fmt::format("{}: vocabulary {}, {} words trained in {:.1f} s ({:.0f} words/s).", train, vocab.size(),
-                             w2v.words_trained(), secs, static_cast<double>(w2v.words_trained()) / secs));
-  html.line_chart("loss per pair", "words processed", {{"loss", loss_curve}});
-  if (!results.empty()) html.table({"evaluation", "value", "note"}, results);
-  if (!neighbours.empty()) html.preformatted(neighbours);
-  ex::or_fail(html.write(dir + "/report.html"));
+  html.paragraph(fmt::format("{}: {} words, vocabulary {} (min_count {}); {}, {} dimensions, window {}, {} negatives, {} epochs; "
+                             "{} words trained in {:.1f} s ({:.0f} words/s). Vectors: {} ({}).",
+                             o.train, total_words, vocab.size(), o.min_count, o.cbow ? "CBOW" : "skip-gram", o.size, o.window,
+                             o.negative, o.iter, w2v.words_trained(), secs, words_per_s, o.output, o.binary ? "binary" : "text"));
+  if (!loss_curve.empty())
+    html.line_chart("training loss", {{"loss per pair", loss_curve}}, {.x_label = "words processed", .y_label = "mean loss per pair"});
+  if (!results.empty()) {
+    html.heading("Evaluation");
+    html.table({"evaluation", "value", "note"}, results);
+  }
+  html.heading("Nearest neighbours");
+  html.paragraph(asked.empty() ? "By cosine similarity, for the 12 most frequent words that are not English function words; --query "
+                                 "picks others."
+                               : "By cosine similarity, for the --query words.");
+  html.table({"word", "10 nearest (cosine)"}, neighbour_rows);
+  if (mapped.size() >= 3) {
+    html.heading("A map of frequent words");
+    html.paragraph(fmt::format("The {} most frequent words, English function words left out (they would crowd the middle), "
+                               "as unit vectors projected on their two principal components: words "
+                               "used alike lie close. Highlighted: the words of the table above.",
+                               mapped.size()));
+    html.scatter("word vectors, PCA", pca_points(w2v, mapped, shown), {.x_label = "component 1", .y_label = "component 2"});
+  }
+  html.write(dir + "/report.html").or_throw();
+  std::printf("wrote %s/report.html and %s\n", dir.c_str(), metrics.path().c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tg::cli::run_main(argc, argv, [&] { return run(argc, argv); });
 }

@@ -101,4 +101,12 @@ void Tensor::register_hook(GradHook hook) {
     impl().grad_fn->pre_hooks().push_back(std::move(hook));
 }
 
+void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) {
+  TG_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook",
+           "expected a leaf that requires grad (a parameter), got {}", is_leaf() ? "a leaf without requires_grad" : "a non-leaf");
+  impl().post_accumulate_hooks.push_back(std::move(hook));
+}
+
+void Tensor::clear_post_accumulate_grad_hooks() { impl().post_accumulate_hooks.clear(); }
+
 }  // namespace tg

@@ -23,6 +23,8 @@ struct TensorImpl;
 
 // A gradient hook: receives the gradient, returns a replacement or an undefined Tensor to keep it.
 using GradHook = std::function<Tensor(const Tensor&)>;
+// Runs once a leaf's .grad() holds every contribution of the current backward (receives the leaf).
+using PostAccumulateHook = std::function<void(const Tensor&)>;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -34,6 +36,7 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;        // null for leaves
   std::shared_ptr<TensorImpl> grad;     // accumulated gradient of a leaf (or retained)
   std::vector<GradHook> hooks;          // hooks of a leaf (non-leaf hooks live on grad_fn)
+  std::vector<PostAccumulateHook> post_accumulate_hooks;  // a leaf's, after its gradient is complete
 };
 
 // A fresh TensorImpl from the small-object pool (graph/pool.h).
@@ -79,6 +82,11 @@ class Tensor {
   Tensor detach() const;                       // same storage, no history
   void retain_grad();                          // keep .grad() on a non-leaf
   void register_hook(GradHook hook);
+  // A leaf's hook that runs when backward has accumulated the last contribution to .grad() (as
+  // torch's register_post_accumulate_grad_hook): where data-parallel training all-reduces a
+  // gradient while the rest of backward still runs. Tied weights run it once, with the full sum.
+  void register_post_accumulate_grad_hook(PostAccumulateHook hook);
+  void clear_post_accumulate_grad_hooks();
   void backward(const Tensor& grad = Tensor(), BackwardOptions opts = {}) const;  // autodiff/engine.cc
 
   // In-place updates (for optimizers), allowed on leaves under NoGradGuard or on tensors that

@@ -18,26 +18,9 @@
 #include <vector>
 
 #include "graph/tensor.h"
+#include "io/state_dict.h"
 
 namespace tg {
-
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-// An ordered name -> tensor map (the order is registration order, as PyTorch's OrderedDict).
-class StateDict {
- public:
-  void insert(std::string name, Tensor t);
-  bool contains(const std::string& name) const { return index_.count(name) != 0; }
-  const Tensor& at(const std::string& name) const;  // tg::Error naming the key when absent
-  const NamedTensors& items() const { return items_; }
-  size_t size() const { return items_.size(); }
-  auto begin() const { return items_.begin(); }
-  auto end() const { return items_.end(); }
-
- private:
-  NamedTensors items_;
-  std::map<std::string, size_t> index_;
-};
 
 class Module {
  public:

@@ -12,7 +12,7 @@
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "graph/random.h"
-#include "models/safetensors.h"
+#include "io/file.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -309,7 +309,7 @@ double Word2Vec::similarity(const std::string& a, const std::string& b) const {
 
 // ---- Files ----
 
-absl::Status Word2Vec::save(const std::string& path, bool binary) const {
+Status Word2Vec::save(const std::string& path, bool binary) const {
   Tensor v = in_.to(kFloat32);
   const int64_t V = v.size(0), D = v.size(1);
   const float* p = v.data<float>();
@@ -329,8 +329,8 @@ absl::Status Word2Vec::save(const std::string& path, bool binary) const {
 
 namespace {
 
-absl::Status corrupt(const std::string& path, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid word2vec file: ", what));
+Status corrupt(const std::string& path, const std::string& what) {
+  return io_error("{}: not a valid word2vec file: {}", path, what);
 }
 
 bool is_text_number_byte(unsigned char c) {
@@ -339,8 +339,8 @@ bool is_text_number_byte(unsigned char c) {
 
 }  // namespace
 
-absl::StatusOr<Word2Vec> load_word2vec(const std::string& path) {
-  absl::StatusOr<std::string> bytes = read_file(path);
+Result<Word2Vec> load_word2vec(const std::string& path) {
+  Result<std::string> bytes = read_file(path);
   if (!bytes.ok()) return bytes.status();
   const std::string& s = *bytes;
   size_t nl = s.find('\n');

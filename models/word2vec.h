@@ -14,10 +14,9 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/status/status.h>
-#include <absl/status/statusor.h>
 
 #include "graph/tensor.h"
+#include "io/status.h"
 
 namespace tg {
 
@@ -86,7 +85,7 @@ class Word2Vec {
 
   // The original word2vec formats: "V dim\n" then per word "word v1 ... vdim\n" (text) or
   // "word " + dim little-endian float32 + "\n" (binary). Written atomically.
-  absl::Status save(const std::string& path, bool binary = false) const;
+  Status save(const std::string& path, bool binary = false) const;
 
   // Used by the loaders: a model from existing vectors.
   Word2Vec(Vocabulary vocab, Tensor vectors);
@@ -103,6 +102,6 @@ class Word2Vec {
 
 // Reads vectors in either original format (detected from the bytes), validating counts, sizes and
 // numbers; a truncated or corrupt file gives a message naming the line or word.
-absl::StatusOr<Word2Vec> load_word2vec(const std::string& path);
+Result<Word2Vec> load_word2vec(const std::string& path);
 
 }  // namespace tg

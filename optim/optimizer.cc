@@ -185,26 +185,33 @@ void Adam::step() {
 
 // ---- Clipping ----
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  TG_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got {}", max_norm);
+double grad_norm(const std::vector<Tensor>& params) {
   double total = 0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
+    dispatch_float(g.dtype(), "grad_norm", [&](auto tag) {
       using T = decltype(tag);
       total += k::sum_squares<T>(g.data<T>(), g.numel());
     });
   }
-  total = std::sqrt(total);
-  double coef = max_norm / (total + 1e-6);
-  if (coef < 1) {
-    NoGradGuard ng;
-    for (const Tensor& p : params) {
-      Tensor g = p.grad();
-      if (g.defined()) g.mul_(coef);
-    }
+  return std::sqrt(total);
+}
+
+void scale_grads(const std::vector<Tensor>& params, double factor) {
+  if (factor == 1.0) return;
+  NoGradGuard ng;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) g.mul_(factor);
   }
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  TG_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got {}", max_norm);
+  const double total = grad_norm(params);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1) scale_grads(params, coef);
   return total;
 }
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "models/module.h"
+#include "io/state_dict.h"
 
 namespace tg {
 
@@ -96,5 +96,8 @@ class AdamW : public Adam {
 // Scales every gradient by max_norm / (total_norm + 1e-6) when the global L2 norm over all of
 // them exceeds max_norm (torch.nn.utils.clip_grad_norm_). Returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// The global L2 norm of the gradients (parameters without one are skipped), and g *= factor on each.
+double grad_norm(const std::vector<Tensor>& params);
+void scale_grads(const std::vector<Tensor>& params, double factor);
 
 }  // namespace tg

@@ -290,3 +290,35 @@ TEST(Autograd, NoOpKeepsItsGraphAlive) {
   tg::set_storage_cache_limit(size_t{1} << 30);
 }
 }  // namespace
+
+namespace tgt {
+namespace {
+
+// The post-accumulate hook runs once per backward, after the last contribution: a weight used
+// twice (tied) is reported once, with the sum of both gradients.
+TEST(Hooks, PostAccumulateGradHookRunsOnceWithTheFullGradient) {
+  Tensor w = tg::from_vector(std::vector<double>{1, 2, 3}, {3}).requires_grad_();
+  Tensor x = tg::from_vector(std::vector<double>{4, 5, 6}, {3});
+  int calls = 0;
+  std::vector<double> seen;
+  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    ++calls;
+    seen = leaf.grad().to_vector<double>();
+  });
+  Tensor y = tg::sum(w * x) + tg::sum(w * w);  // d/dw = x + 2w
+  y.backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, (std::vector<double>{6, 9, 12}));
+  // A second backward accumulates into .grad(); the hook sees the running total.
+  (tg::sum(w * x)).backward();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(seen, (std::vector<double>{10, 14, 18}));
+  // tg::grad does not accumulate into .grad(), so the hook does not run.
+  tg::grad({tg::sum(w * x)}, {w});
+  EXPECT_EQ(calls, 2);
+  Tensor nonleaf = w * 2.0;
+  EXPECT_THROW(nonleaf.register_post_accumulate_grad_hook([](const Tensor&) {}), tg::Error);
+}
+
+}  // namespace
+}  // namespace tgt

@@ -203,12 +203,20 @@ TEST(Checkpoint, ResumedTrainingIsBitIdentical) {
   std::string path = temp_path("train.ckpt");
   TrainRun first(5);
   std::vector<double> got = first.train(0, 4);
-  ASSERT_TRUE(tg::save_checkpoint(path, *first.model, *first.opt, {{"step", "4"}}).ok());
+  tg::train::TrainState saved;
+  saved.step = 4;
+  saved.user["note"] = "four";
+  saved.history["train/loss"] = {{1, 2.5}, {2, 2.25}};
+  saved.rngs["default"] = tg::default_generator().state();
+  ASSERT_TRUE(tg::train::save_train_state(path, saved, *first.model, *first.opt).ok());
   tg::manual_seed(12345);  // disturb the generator: the checkpoint must restore it
   TrainRun resumed(77);         // different initial weights: the checkpoint must restore them
-  auto user = tg::load_checkpoint(path, *resumed.model, *resumed.opt);
-  ASSERT_TRUE(user.ok()) << user.status().message();
-  EXPECT_EQ(user->at("step"), "4");
+  auto state = tg::train::load_train_state(path, *resumed.model, *resumed.opt);
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  EXPECT_EQ(state->step, 4);
+  EXPECT_EQ(state->user.at("note"), "four");
+  EXPECT_EQ(state->history, saved.history);
+  tg::default_generator().set_state(state->rngs.at("default"));
   std::vector<double> rest = resumed.train(4, 8);
   got.insert(got.end(), rest.begin(), rest.end());
   ASSERT_EQ(got.size(), want.size());
@@ -216,27 +224,27 @@ TEST(Checkpoint, ResumedTrainingIsBitIdentical) {
 
   // A checkpoint from another optimizer or model is refused, naming the problem.
   tg::SGD sgd(resumed.model->named_parameters());
-  auto wrong_opt = tg::load_checkpoint(path, *resumed.model, sgd);
+  auto wrong_opt = tg::train::load_train_state(path, *resumed.model, sgd);
   ASSERT_FALSE(wrong_opt.ok());
   EXPECT_NE(std::string(wrong_opt.status().message()).find("saved with optimizer 'AdamW'"), std::string::npos);
   tg::TransformerConfig bigger = tiny();
   bigger.layer.d_ff = 64;
   tg::Transformer other(bigger);
   tg::AdamW other_opt(other.named_parameters());
-  auto wrong_model = tg::load_checkpoint(path, other, other_opt);
+  auto wrong_model = tg::train::load_train_state(path, other, other_opt);
   ASSERT_FALSE(wrong_model.ok());
   EXPECT_NE(std::string(wrong_model.status().message()).find("shape"), std::string::npos) << wrong_model.status().message();
   // A plain model file is not a training checkpoint.
   std::string model_only = temp_path("model_only.safetensors");
   ASSERT_TRUE(tg::save_module(*resumed.model, model_only).ok());
-  auto not_ckpt = tg::load_checkpoint(model_only, *resumed.model, *resumed.opt);
+  auto not_ckpt = tg::train::load_train_state(model_only, *resumed.model, *resumed.opt);
   ASSERT_FALSE(not_ckpt.ok());
-  EXPECT_NE(std::string(not_ckpt.status().message()).find("not a tapegrad training checkpoint"), std::string::npos);
+  EXPECT_NE(std::string(not_ckpt.status().message()).find("not a tapegrad training state"), std::string::npos);
   // Truncated checkpoint.
   auto bytes = tg::read_file(path);
   ASSERT_TRUE(bytes.ok());
   ASSERT_TRUE(tg::write_file_atomic(path, bytes->substr(0, bytes->size() / 2)).ok());
-  EXPECT_FALSE(tg::load_checkpoint(path, *resumed.model, *resumed.opt).ok());
+  EXPECT_FALSE(tg::train::load_train_state(path, *resumed.model, *resumed.opt).ok());
   std::remove(path.c_str());
   std::remove(model_only.c_str());
 }

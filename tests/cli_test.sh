@@ -25,16 +25,17 @@ expect_error() {
 }
 printf 'hello world, this is a tiny text.\n%.0s' $(seq 1 200) >"$TMP/text.txt"
 expect_error "cannot open" "$BIN/train_lm" --text "$TMP/missing.txt" --out "$TMP/run"
-expect_error "Illegal value" "$BIN/train_lm" --layers=x --text "$TMP/text.txt"
-expect_error "Unknown command line flag" "$BIN/train_lm" --no_such_flag
-expect_error "bad model flags" "$BIN/train_lm" --text "$TMP/text.txt" --width 10 --heads 3 --out "$TMP/run"
+expect_error "--layers: expected an integer" "$BIN/train_lm" --layers=x --text "$TMP/text.txt"
+expect_error "unknown flag --no_such_flag" "$BIN/train_lm" --no_such_flag
+expect_error "must be a multiple of --heads" "$BIN/train_lm" --text "$TMP/text.txt" --width 10 --heads 3 --out "$TMP/run"
 expect_error "too little text" "$BIN/train_lm" --text "$TMP/text.txt" --context 4096 --out "$TMP/run"
 echo "not gzip" >"$TMP/bad.gz"
 expect_error "not a valid gzip file" "$BIN/train_lm" --text "$TMP/bad.gz" --out "$TMP/run"
-mkdir -p "$TMP/corrupt"
-echo "garbage" >"$TMP/corrupt/checkpoint.safetensors"
+"$BIN/train_lm" --text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --context 8 --steps 2 --eval_every 2 --sample 1 \
+  --out "$TMP/corrupt" >/dev/null 2>&1
+echo "garbage" >"$TMP/corrupt/checkpoint-00000099.safetensors"  # the newest, so resume picks it
 expect_error "not a valid safetensors file" "$BIN/train_lm" --text "$TMP/text.txt" --out "$TMP/corrupt" --resume --steps 2
-expect_error "characters or subwords" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer word --out "$TMP/run"
+expect_error "expected one of char, bpe, unigram" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer word --out "$TMP/run"
 for tok in bpe unigram; do  # a subword LM end to end, then resumed
   if "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer "$tok" --vocab 23 --layers 1 --width 16 --heads 2 --context 8 \
        --steps 3 --eval_every 2 --sample 5 --out "$TMP/lm_$tok" >"$TMP/out" 2>&1 &&
@@ -50,8 +51,8 @@ printf 'garbage' >"$TMP/lm_bpe/tokenizer.spm"
 expect_error "not a SentencePiece model" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer bpe --vocab 23 --out "$TMP/lm_bpe" --resume
 expect_error "cannot open" "$BIN/train_translator" --src "$TMP/missing.de" --tgt "$TMP/text.txt" --save "$TMP/tr"
 printf "a\\nb\\n" >"$TMP/two.txt"
-expect_error "must be aligned" "$BIN/train_translator" --src "$TMP/text.txt" --tgt "$TMP/two.txt" --save "$TMP/tr"
-expect_error "bad flags" "$BIN/train_translator" --width 10 --heads 3 --save "$TMP/tr"
+expect_error "must be aligned line by line" "$BIN/train_translator" --src "$TMP/text.txt" --tgt "$TMP/two.txt" --save "$TMP/tr"
+expect_error "must be a multiple of --heads" "$BIN/train_translator" --width 10 --heads 3 --save "$TMP/tr"
 printf 'eins zwei\n' >"$TMP/one.tsv"
 expect_error "no tab" "$BIN/train_translator" --pairs "$TMP/one.tsv" --save "$TMP/tr"
 expect_error "cannot open" "$BIN/translate" --load "$TMP/nothing"
@@ -60,7 +61,7 @@ printf 'lowercase 0\n<pad>\n<bos>\n<eos>\n<unk>\nhallo\n' >"$TMP/badmodel/src_vo
 cp "$TMP/badmodel/src_vocab.txt" "$TMP/badmodel/tgt_vocab.txt"
 head -c 100 /dev/urandom >"$TMP/badmodel/model.safetensors"
 expect_error "not a valid safetensors file" "$BIN/translate" --load "$TMP/badmodel"
-expect_error "unknown tokenizer 'wordpiece'" "$BIN/train_translator" --tokenizer wordpiece --save "$TMP/tr"
+expect_error "expected one of word, char, bpe, unigram" "$BIN/train_translator" --tokenizer wordpiece --save "$TMP/tr"
 for i in $(seq 1 300); do printf 'das haus nummer %d ist alt.\tthe house number %d is old.\n' "$i" "$i"; done >"$TMP/pairs.tsv"
 expect_error "Vocabulary size too high" "$BIN/train_translator" --pairs "$TMP/pairs.tsv" --tokenizer bpe --vocab 5000 --save "$TMP/tr"
 # Subword and character translators train, save and load end to end; a corrupt subword model is refused.
@@ -76,8 +77,49 @@ for tok in bpe unigram char; do
 done
 printf 'garbage' >"$TMP/tr_bpe/tgt.spm"
 expect_error "not a SentencePiece model" "$BIN/translate" --load "$TMP/tr_bpe"
-rm "$TMP/tr_char/src_vocab.txt"
-expect_error "cannot open" "$BIN/translate" --load "$TMP/tr_char"
-expect_error "bad flags" "$BIN/explain_attention" --width 10 --heads 3 --out "$TMP/ex"
+rm "$TMP/tr_char/src.txt"
+expect_error "no tokenizer file" "$BIN/translate" --load "$TMP/tr_char"
+expect_error "multiple of --heads" "$BIN/explain_attention" --width 10 --heads 3 --out "$TMP/ex"
 expect_error "cannot open" "$BIN/explain_attention" --src "$TMP/missing" --tgt "$TMP/text.txt" --out "$TMP/ex"
+# Flags are checked before any data is read (issue: values that crashed or were silently misread).
+expect_error "--eval_every: must be >= 1" "$BIN/train_lm" --eval_every 0 --text "$TMP/missing.txt"
+expect_error "--lr: expected a finite number" "$BIN/train_lm" --lr nan --text "$TMP/missing.txt"
+expect_error "--lr: must be > 0" "$BIN/train_lm" --lr -1 --text "$TMP/missing.txt"
+expect_error "--dropout: must be in" "$BIN/train_translator" --dropout 1.5 --save "$TMP/tr"
+expect_error "--label_smoothing: must be in" "$BIN/train_translator" --label_smoothing 2 --save "$TMP/tr"
+expect_error "--beam: must be in" "$BIN/train_translator" --beam 0 --save "$TMP/tr"
+expect_error "--temperature: must be > 0" "$BIN/train_lm" --temperature 0 --text "$TMP/missing.txt"
+expect_error "--top_k: must be >= 0" "$BIN/train_lm" --top_k -3 --text "$TMP/missing.txt"
+expect_error "unexpected argument 'stray'" "$BIN/translate" stray
+expect_error "--size: must be in" "$BIN/train_word2vec" --size 100000000 --train "$TMP/text.txt"
+for prog in train_lm train_translator translate train_word2vec explain_attention quickstart custom_op; do
+  if "$BIN/$prog" --help >"$TMP/out" 2>&1 && grep -q -- "--help" "$TMP/out"; then echo "ok: $prog --help"; else
+    echo "FAIL: $prog --help"; cat "$TMP/out"; failures=$((failures + 1)); fi
+done
+# A run folder is never silently overwritten; --overwrite replaces it; a finished LM samples with --load.
+LM=(--text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --context 8 --eval_every 2 --sample 5)
+"$BIN/train_lm" "${LM[@]}" --steps 2 --out "$TMP/lm_once" >/dev/null 2>&1
+expect_error "holds an earlier run" "$BIN/train_lm" "${LM[@]}" --steps 2 --out "$TMP/lm_once"
+if "$BIN/train_lm" "${LM[@]}" --steps 2 --out "$TMP/lm_once" --overwrite >/dev/null 2>&1 &&
+   "$BIN/train_lm" --load "$TMP/lm_once" --sample 10 >"$TMP/out" 2>&1 && [ -s "$TMP/out" ]; then
+  echo "ok: train_lm --overwrite, then --load samples without training"; else
+  echo "FAIL: train_lm --overwrite / --load"; cat "$TMP/out"; failures=$((failures + 1)); fi
+# Divergence: the run stops before the optimizer step with exit code 3 and one message.
+"$BIN/train_lm" "${LM[@]}" --steps 60 --lr 1e6 --out "$TMP/lm_nan" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc -eq 3 ]] && grep -q "training diverged at step" "$TMP/err"; then echo "ok: train_lm --lr 1e6 -> exit 3"; else
+  echo "FAIL: train_lm --lr 1e6 exited $rc"; cat "$TMP/err"; failures=$((failures + 1)); fi
+# Swapped tokenizer files are refused instead of translating garbage.
+cp "$TMP/tr_bpe/src.spm" "$TMP/swap" 2>/dev/null || true
+if [ -f "$TMP/tr_unigram/src.spm" ]; then
+  cp "$TMP/tr_unigram/src.spm" "$TMP/x.spm"; cp "$TMP/tr_unigram/tgt.spm" "$TMP/tr_unigram/src.spm"; cp "$TMP/x.spm" "$TMP/tr_unigram/tgt.spm"
+  expect_error "were the src and tgt files swapped" "$BIN/translate" --load "$TMP/tr_unigram"
+fi
+# word2vec's original single-dash form: -cbow 0 trains skip-gram (it used to do the opposite).
+for i in $(seq 1 40); do echo "the king and the queen walk to the house of the lord and the people"; done >"$TMP/w2v.txt"
+if "$BIN/train_word2vec" -train "$TMP/w2v.txt" -output "$TMP/w2v/v.txt" -cbow 0 -size 8 -iter 1 -min_count 1 >"$TMP/out" 2>&1 &&
+   grep -q "skip-gram" "$TMP/out"; then echo "ok: train_word2vec -cbow 0 is skip-gram"; else
+  echo "FAIL: train_word2vec -cbow 0"; cat "$TMP/out"; failures=$((failures + 1)); fi
+printf '# no pairs here\n' >"$TMP/empty.tsv"
+expect_error "no word pair" "$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/w2v2/v.txt" --min_count 1 --similarity "$TMP/empty.tsv"
 exit $((failures > 0))

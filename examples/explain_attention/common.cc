@@ -1,0 +1,163 @@
+#include "examples/explain_attention/common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "examples/translator.h"
+
+namespace explain {
+
+using tg::Tensor;
+
+void define_flags(tg::cli::Flags& f, Options& o) {
+  f.add("src", &o.src, "source sentences, one a line (with --tgt); default: the trans-de-en pairs");
+  f.add("tgt", &o.tgt, "target sentences, aligned with --src");
+  f.add("ding", &o.ding, "the default data (the Ding dictionary of Debian's trans-de-en)");
+  f.add("out", &o.out, "folder for report.html and metrics.jsonl").not_empty();
+  f.add("overwrite", &o.overwrite, "replace an earlier run in --out");
+  f.add("steps", &o.steps, "training steps of every model").range(1, 1000000);
+  f.add("width", &o.width, "d_model of the small translators").range(1, 4096);
+  f.add("heads", &o.heads, "attention heads").range(1, 256);
+  f.add("batch", &o.batch, "sentence pairs per step").range(1, 100000);
+  f.add("w2v_text", &o.w2v_text,
+        "more English text, one sentence a line, for the word2vec of experiments 4 and 6 (besides the English training "
+        "sentences)");
+  f.add("seed", &o.seed, "random seed");
+  f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  f.check([&o] {
+    return o.width % o.heads == 0 ? std::string()
+                                  : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads);
+  });
+  f.check([&o] { return o.src.empty() != o.tgt.empty() ? std::string("--src and --tgt go together") : std::string(); });
+}
+
+Context load(const Options& o) {
+  Context ctx;
+  ctx.opt = o;
+  const std::string source = o.src.empty() ? o.ding : o.src + " / " + o.tgt;
+  const tg::text::Pairs pairs =
+      o.src.empty() ? tg::text::read_ding_pairs(o.ding).value() : tg::text::read_aligned(o.src, o.tgt).value();
+  ctx.split = tg::text::split_pairs(pairs);
+  if (!o.w2v_text.empty()) ctx.w2v_lines = tg::text::read_lines(o.w2v_text).value();
+
+  std::vector<std::string> german, english;
+  for (const auto& [de, en] : ctx.split.train) german.push_back(de), english.push_back(en);
+  const tg::text::TrainOptions words{.vocab_size = 6000, .min_count = 2};
+  ctx.german = tg::text::Tokenizer::train("word", german, words).value();
+  ctx.english = tg::text::Tokenizer::train("word", english, words).value();
+  ctx.de_en = {ctx.german.get(), ctx.english.get(), tg::text::encode_pairs(ctx.split.train, *ctx.german, *ctx.english, 60),
+               tg::text::encode_pairs(ctx.split.valid, *ctx.german, *ctx.english, 60)};
+  if (ctx.de_en.train.empty() || ctx.de_en.valid.empty())
+    tg::cli::fail(fmt::format("{}: too few sentence pairs for the experiments ({} for training, {} held out)", source,
+                              ctx.de_en.train.size(), ctx.de_en.valid.size()));
+  ctx.en_de.src = ctx.english.get();
+  ctx.en_de.tgt = ctx.german.get();
+  for (const auto& e : ctx.de_en.train) ctx.en_de.train.push_back({e.tgt, e.src});
+  for (const auto& e : ctx.de_en.valid) ctx.en_de.valid.push_back({e.tgt, e.src});
+
+  // Only now, with the data read: a run that fails on its input leaves no metrics.jsonl behind.
+  const std::string path = o.out + "/metrics.jsonl";
+  if (o.overwrite) std::filesystem::remove(path);
+  ctx.metrics = std::make_unique<tg::train::Metrics>(tg::train::Metrics::open(path).value());
+  return ctx;
+}
+
+std::unique_ptr<tg::Transformer> new_model(const Context& ctx, const Data& d) {
+  const Options& o = ctx.opt;
+  const translator::Config cfg{.layers = 2, .width = o.width, .heads = o.heads, .ff = 4 * o.width, .max_len = 128};
+  tg::manual_seed(o.seed);
+  return std::make_unique<tg::Transformer>(cfg.model(d.src->size(), d.tgt->size()));
+}
+
+namespace {
+// Summed cross-entropy of a batch of pairs (padding ignored) and its target-token count.
+tg::train::StepFn seq2seq_step(tg::Transformer& m, const std::vector<tg::text::Example>& set) {
+  return [&m, &set](const std::vector<int64_t>& idx) {
+    tg::text::Seq2SeqBatch b = tg::text::make_seq2seq_batch(set, idx);
+    Tensor loss = tg::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out,
+                                    {.ignore_index = tg::text::kPad, .reduction = tg::Reduction::Sum});
+    return tg::train::StepOutput{loss, static_cast<double>(b.tokens)};
+  };
+}
+}  // namespace
+
+Run train(Context& ctx, tg::Transformer& m, const Data& d, const std::string& name,
+          const std::function<void(tg::train::Trainer&)>& hooks) {
+  const Options& o = ctx.opt;
+  tg::AdamW opt(m.named_parameters(), {.lr = 1e-3, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
+  // run_dir "": the small trainings write nothing; the program logs their curves itself below.
+  tg::train::Trainer trainer(m, opt, {.max_steps = o.steps, .seed = o.seed});
+  trainer.set_schedule([](int64_t step) { return 1e-3 * std::min(1.0, static_cast<double>(step) / 50.0); });
+  const auto valid_batches = tg::train::sequential_batches(static_cast<int64_t>(d.valid.size()), 64);
+  const tg::train::StepFn valid_step = seq2seq_step(m, d.valid);
+  auto evaluate = [&] {
+    return std::map<std::string, double>{{"valid_loss", trainer.evaluate_loss(valid_batches, valid_step)}};
+  };
+  if (hooks) hooks(trainer);
+  std::fprintf(stderr, "training '%s': %lld steps of %lld pairs\n", name.c_str(), static_cast<long long>(o.steps),
+               static_cast<long long>(o.batch));
+  const tg::train::FitResult r =
+      trainer.fit(tg::train::ShuffledSampler(static_cast<int64_t>(d.train.size()), o.batch), seq2seq_step(m, d.train), evaluate);
+
+  Run run;
+  const auto& h = trainer.history();
+  if (auto it = h.find("train/loss"); it != h.end()) run.train_loss = it->second;
+  if (r.diverged()) {
+    // The loop stopped before the bad update; the report shows the curve up to there.
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), r.message.c_str());
+    run.valid_loss = evaluate().at("valid_loss");
+  } else {
+    run.valid_loss = h.at("valid/valid_loss").back().second;
+  }
+  for (const auto& [step, loss] : run.train_loss)
+    ctx.metrics->log("train", static_cast<int64_t>(step), {{name, loss}}).or_throw();
+  ctx.metrics->log("valid", trainer.state().step, {{name, run.valid_loss}}).or_throw();
+  return run;
+}
+
+Tensor encoder_attention(tg::Transformer& m, const std::vector<int64_t>& ids) {
+  Tensor src = tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  m.set_record_attention(true);
+  {
+    tg::NoGradGuard ng;
+    const bool was = m.is_training();
+    m.eval();
+    m.encode(src);
+    m.train(was);
+  }
+  Tensor w = (*m.encoder->layers)[0]->self_attn->last_weights;  // [1, H, S, S]
+  m.set_record_attention(false);
+  return w;
+}
+
+void set_attention_scale(tg::Module& m, double scale) {
+  if (auto* a = dynamic_cast<tg::MultiHeadAttention*>(&m)) a->scale = scale;
+  for (auto& [n, c] : m.children()) set_attention_scale(*c, scale);
+}
+
+double norm(const Tensor& t) {
+  tg::NoGradGuard ng;
+  return std::sqrt(tg::sum(tg::square(t.to(tg::kFloat64))).item());
+}
+
+double mean_entropy(const Tensor& w) {
+  tg::NoGradGuard ng;
+  Tensor p = w.to(tg::kFloat64);
+  return -tg::mean(tg::sum(p * tg::log(tg::maximum(p, 1e-300)), {-1})).item();
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0;
+}
+
+void log_result(Context& ctx, const std::string& kind, const std::vector<std::pair<std::string, double>>& values) {
+  ctx.metrics->log(kind, ctx.opt.steps, values).or_throw();
+}
+
+}  // namespace explain

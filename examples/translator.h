@@ -1,0 +1,37 @@
+#pragma once
+// What train_translator, translate and explain_attention share: the translator's configuration
+// (stored as model-file metadata, read back strictly) and loading a trained model folder:
+//   DIR/model.safetensors   weights + configuration + the fingerprints of the two tokenizers
+//   DIR/src.txt|src.spm     the source tokenizer (text::Tokenizer::save_in(dir, "src"))
+//   DIR/tgt.txt|tgt.spm     the target tokenizer
+#include <memory>
+#include <string>
+
+#include "tapegrad.h"
+#include "text/tokenizer.h"
+
+namespace translator {
+
+struct Config {
+  int64_t layers = 2, width = 256, heads = 4, ff = 1024, max_len = 256;
+  double dropout = 0.1;
+  std::string tokenizer = "word";
+  tg::TransformerConfig model(int64_t src_vocab, int64_t tgt_vocab) const;
+  tg::Metadata to_metadata() const;
+  // Every value checked: whole numbers in range, width a multiple of heads, a known tokenizer.
+  static tg::Result<Config> from_metadata(const tg::Metadata& m, const std::string& source);
+};
+
+struct Translator {
+  Config cfg;
+  std::unique_ptr<tg::text::Tokenizer> src, tgt;
+  std::unique_ptr<tg::Transformer> model;
+  // One sentence in, beam search, detokenized text out.
+  std::string translate(const std::string& sentence, int64_t beam = 4, int64_t max_len = 80) const;
+};
+
+// Loads DIR/model.safetensors and the tokenizers beside it; a tokenizer whose fingerprint differs
+// from the one the model was trained with is refused, naming both files.
+tg::Result<Translator> load(const std::string& dir);
+
+}  // namespace translator

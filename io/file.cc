@@ -1,0 +1,88 @@
+#include "io/file.h"
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace tg {
+
+Result<std::string> read_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error("{}: cannot open ({})", path, std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return io_error("{}: read error", path);
+  return bytes;
+}
+
+Result<std::string> read_text(const std::string& path) {
+  if (path.size() <= 3 || path.compare(path.size() - 3, 3, ".gz") != 0) return read_file(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return io_error("{}: cannot open ({})", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
+  if (path.find('\'') != std::string::npos) return io_error("{}: a name with a quote (') is not supported", path);
+  std::string cmd = "gzip -dc -- '" + path + "' 2>/dev/null";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return io_error("{}: cannot run gzip ({})", path, std::strerror(errno));
+  std::string out;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  if (::pclose(p) != 0) return io_error("{}: not a valid gzip file (gzip -dc failed)", path);
+  return out;
+}
+
+Status write_file_atomic(const std::string& path, std::string_view bytes) {
+  std::string tmp = path + ".tmp-XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0) return io_error("{}: cannot create a temporary file beside it ({})", path, std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      std::string err = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return io_error("{}: write failed ({})", path, err);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return io_error("{}: flushing failed ({})", path, err);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return io_error("{}: rename failed ({})", path, err);
+  }
+  return {};
+}
+
+Status make_dirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec || !std::filesystem::is_directory(path))
+    return io_error("{}: cannot create the folder ({})", path, ec ? ec.message() : "a file of that name exists");
+  return {};
+}
+
+std::string fingerprint(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace tg

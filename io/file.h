@@ -1,0 +1,28 @@
+#pragma once
+// Files: whole-file reads, atomic writes, folders. Every failure is a tg::Status whose message
+// names the file and the reason.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "io/status.h"
+
+namespace tg {
+
+// The bytes of a regular file (a folder, device or pipe is refused).
+Result<std::string> read_file(const std::string& path);
+// Text for the programs: like read_file, but a name ending in .gz is decompressed (gzip -dc).
+Result<std::string> read_text(const std::string& path);
+
+// Writes bytes to path atomically: a temporary file in the same folder, fsync, rename over the
+// target. Readers see the old file or the new one, never a torn one.
+Status write_file_atomic(const std::string& path, std::string_view bytes);
+
+// Creates a folder and its parents; an error when the path exists and is not a folder.
+Status make_dirs(const std::string& path);
+
+// FNV-1a, 64 bits, as 16 hex digits: the fingerprint of tokenizer files and configurations
+// stored in checkpoints (a check against mix-ups, not a cryptographic hash).
+std::string fingerprint(std::string_view bytes);
+
+}  // namespace tg

@@ -1,0 +1,352 @@
+#include "io/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <absl/container/flat_hash_set.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "graph/factory.h"
+
+namespace tg {
+
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+
+namespace {
+
+using json = nlohmann::json;
+constexpr uint64_t kMaxHeader = 100ull << 20;  // as the reference implementation
+constexpr int kMaxDepth = 4;                   // {"name": {"shape": [..]}} is 3 deep
+
+struct DTypeInfo {
+  const char* name;
+  size_t bytes;
+  DType stored_as;
+};
+
+bool dtype_info(const std::string& s, DTypeInfo& out) {
+  static const DTypeInfo kTypes[] = {{"F32", 4, kFloat32}, {"F64", 8, kFloat64}, {"I64", 8, kInt64},
+                                     {"BOOL", 1, kBool},   {"F16", 2, kFloat32}, {"BF16", 2, kFloat32},
+                                     {"I32", 4, kInt64}};
+  for (const auto& t : kTypes)
+    if (s == t.name) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+
+const char* st_dtype_name(DType d) {
+  switch (d) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400));
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+// Maximum nesting of the JSON text, outside strings: rejects pathological headers up front.
+int json_depth(std::string_view s) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escape = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escape) escape = false;
+      else if (c == '\\') escape = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > kMaxDepth) return max_depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+struct Entry {
+  std::string name;
+  DTypeInfo type;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+Status bad(const std::string& source, std::string_view what) {
+  return io_error("{}: not a valid safetensors file: {}", source, what);
+}
+
+bool as_u64(const json& j, uint64_t& out) {
+  if (j.is_number_unsigned()) {
+    out = j.get<uint64_t>();
+    return true;
+  }
+  if (j.is_number_integer() && j.get<int64_t>() >= 0) {
+    out = static_cast<uint64_t>(j.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string serialize_safetensors(const StateDict& tensors, const Metadata& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    TG_CHECK(name != "__metadata__", "save_safetensors", "'__metadata__' is reserved and cannot name a tensor");
+    uint64_t bytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    nlohmann::ordered_json shape = nlohmann::ordered_json::array();
+    for (int64_t d : t.shape()) shape.push_back(d);
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["dtype"] = st_dtype_name(t.dtype());
+    entry["shape"] = shape;
+    entry["data_offsets"] = nlohmann::ordered_json::array({offset, offset + bytes});
+    header[name] = entry;
+    offset += bytes;
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  std::string out(8, '\0');
+  uint64_t n = text.size();
+  std::memcpy(out.data(), &n, 8);
+  out += text;
+  out.reserve(out.size() + offset);
+  for (const auto& [name, t] : tensors)
+    out.append(static_cast<const char*>(t.raw_data()), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+  return out;
+}
+
+Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::string& source) {
+  if (bytes.size() < 8)
+    return bad(source, fmt::format("the file has {} bytes, fewer than the 8-byte header length", bytes.size()));
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > bytes.size() - 8)
+    return bad(source, fmt::format("header length {} exceeds the {} bytes after it (truncated file?)", n, bytes.size() - 8));
+  if (n > kMaxHeader) return bad(source, fmt::format("header length {} exceeds the limit of {} bytes", n, kMaxHeader));
+  std::string_view text = bytes.substr(8, n);
+  if (text.empty() || text.front() != '{') return bad(source, "the header does not start with '{'");
+  if (json_depth(text) > kMaxDepth) return bad(source, "the header's JSON is nested too deeply");
+
+  // Parse, noticing duplicate top-level names (a JSON object would silently keep the last).
+  std::vector<std::string> top_keys;
+  absl::flat_hash_set<std::string> seen;
+  bool duplicate = false;
+  std::string dup_name;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (duplicate) return false;
+    if (ev == json::parse_event_t::key && depth == 1) {
+      std::string k = parsed.get<std::string>();
+      if (!seen.insert(k).second) {
+        duplicate = true;
+        dup_name = k;
+        return false;
+      }
+      top_keys.push_back(std::move(k));
+    }
+    return true;
+  };
+  json header = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
+  if (duplicate) return bad(source, fmt::format("tensor '{}' appears twice in the header", dup_name));
+  if (header.is_discarded()) return bad(source, "the header is not valid JSON");
+  if (!header.is_object()) return bad(source, "the header is not a JSON object");
+
+  const uint64_t data_size = bytes.size() - 8 - n;
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const std::string& name : top_keys) {
+    const json& v = header.at(name);
+    if (name == "__metadata__") {
+      if (!v.is_object()) return bad(source, "__metadata__ is not an object");
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (!it.value().is_string())
+          return bad(source, fmt::format("__metadata__ value of '{}' is not a string", it.key()));
+        out.metadata[it.key()] = it.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      return bad(source, fmt::format("entry '{}' needs dtype, shape and data_offsets", name));
+    Entry e{name, {}, {}, 0, 0};
+    const json& dt = v.at("dtype");
+    if (!dt.is_string()) return bad(source, fmt::format("dtype of '{}' is not a string", name));
+    if (!dtype_info(dt.get<std::string>(), e.type))
+      return bad(source, fmt::format("tensor '{}' has unsupported dtype {} (supported: F32 F64 F16 BF16 I64 I32 BOOL)",
+                                     name, dt.get<std::string>()));
+    const json& sh = v.at("shape");
+    if (!sh.is_array() || sh.size() > 16)
+      return bad(source, fmt::format("shape of '{}' is not an array of at most 16 dimensions", name));
+    uint64_t numel = 1, nonzero = 1;  // the product of the non-zero dims must fit int64 too
+    for (const json& d : sh) {
+      uint64_t dim;
+      if (!as_u64(d, dim) || dim > (1ull << 48))
+        return bad(source, fmt::format("shape of '{}' has an invalid dimension {}", name, d.dump()));
+      if (dim != 0 && nonzero > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / dim)
+        return bad(source, fmt::format("shape of '{}' overflows", name));
+      if (dim != 0) nonzero *= dim;
+      numel *= dim;
+      e.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const json& off = v.at("data_offsets");
+    if (!off.is_array() || off.size() != 2 || !as_u64(off[0], e.begin) || !as_u64(off[1], e.end))
+      return bad(source, fmt::format("data_offsets of '{}' must be two non-negative integers", name));
+    if (e.begin > e.end || e.end > data_size)
+      return bad(source, fmt::format("tensor '{}' has offsets [{}, {}] outside the {}-byte data section", name, e.begin,
+                                     e.end, data_size));
+    if (numel > std::numeric_limits<uint64_t>::max() / e.type.bytes || e.end - e.begin != numel * e.type.bytes)
+      return bad(source, fmt::format("tensor '{}' of dtype {} and shape {} needs {} bytes, its offsets span {}", name,
+                                     e.type.name, e.shape, numel * e.type.bytes, e.end - e.begin));
+    entries.push_back(std::move(e));
+  }
+
+  // The buffer must be covered exactly: sorted by offset, each tensor starts where the last ended.
+  std::vector<const Entry*> order;
+  for (const Entry& e : entries) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t expect = 0;
+  for (const Entry* e : order) {
+    if (e->begin < expect) return bad(source, fmt::format("tensor '{}' overlaps the tensor before it", e->name));
+    if (e->begin > expect) return bad(source, fmt::format("unused bytes (a hole) before tensor '{}'", e->name));
+    expect = e->end;
+  }
+  if (expect != data_size)
+    return bad(source, fmt::format("the data section has {} bytes but the tensors cover {}", data_size, expect));
+
+  const char* data = bytes.data() + 8 + n;
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.type.stored_as);
+    const char* src = data + e.begin;
+    const int64_t count = t.numel();
+    std::string tn = e.type.name;
+    if (tn == "F16" || tn == "BF16") {
+      float* dst = t.data<float>();
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = tn == "F16" ? half_to_float(h) : std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+      }
+    } else if (tn == "I32") {
+      int64_t* dst = t.data<int64_t>();
+      for (int64_t i = 0; i < count; ++i) {
+        int32_t x;
+        std::memcpy(&x, src + 4 * i, 4);
+        dst[i] = x;
+      }
+    } else {
+      if (tn == "BOOL")
+        for (int64_t i = 0; i < count; ++i)
+          if (static_cast<unsigned char>(src[i]) > 1)
+            return bad(source, fmt::format("bool tensor '{}' holds byte {} (expected 0 or 1)", e.name,
+                                           static_cast<unsigned>(static_cast<unsigned char>(src[i]))));
+      if (count > 0) std::memcpy(t.raw_data(), src, e.end - e.begin);
+    }
+    out.tensors.insert(e.name, t);
+  }
+  return out;
+}
+
+Status save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
+  std::string bytes;
+  try {
+    bytes = serialize_safetensors(tensors, metadata);
+  } catch (const std::exception& e) {  // a reserved or non-UTF-8 name, say
+    return io_error("{}: cannot write: {}", path, e.what());
+  }
+  return write_file_atomic(path, bytes);
+}
+
+Result<SafetensorsFile> load_safetensors(const std::string& path) {
+  Result<std::string> bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  return parse_safetensors(*bytes, path);
+}
+
+
+namespace {
+const std::string* find_key(const Metadata& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? nullptr : &it->second;
+}
+}  // namespace
+
+Result<std::string> metadata_string(const Metadata& m, const std::string& key, const std::string& source) {
+  const std::string* v = find_key(m, key);
+  if (!v) return io_error("{}: metadata '{}' is missing", source, key);
+  return *v;
+}
+
+Result<int64_t> metadata_int(const Metadata& m, const std::string& key, const std::string& source, int64_t min, int64_t max) {
+  const std::string* v = find_key(m, key);
+  if (!v) return io_error("{}: metadata '{}' is missing", source, key);
+  int64_t x = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && end == v->data() + v->size() && (x < min || x > max)))
+    return io_error("{}: metadata '{}' = '{}' is out of range (expected {} to {})", source, key, *v, min, max);
+  if (ec != std::errc() || end != v->data() + v->size() || v->empty())
+    return io_error("{}: metadata '{}' = '{}' is not a whole number", source, key, *v);
+  return x;
+}
+
+Result<uint64_t> metadata_uint(const Metadata& m, const std::string& key, const std::string& source) {
+  const std::string* v = find_key(m, key);
+  if (!v) return io_error("{}: metadata '{}' is missing", source, key);
+  uint64_t x = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (ec == std::errc::result_out_of_range) return io_error("{}: metadata '{}' = '{}' is out of range", source, key, *v);
+  if (ec != std::errc() || end != v->data() + v->size() || v->empty())
+    return io_error("{}: metadata '{}' = '{}' is not a whole non-negative number", source, key, *v);
+  return x;
+}
+
+Result<double> metadata_double(const Metadata& m, const std::string& key, const std::string& source, double min, double max) {
+  const std::string* v = find_key(m, key);
+  if (!v) return io_error("{}: metadata '{}' is missing", source, key);
+  double x = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (ec != std::errc() || end != v->data() + v->size() || v->empty() || !std::isfinite(x))
+    return io_error("{}: metadata '{}' = '{}' is not a finite number", source, key, *v);
+  if (x < min || x > max) return io_error("{}: metadata '{}' = '{}' is out of range (expected {} to {})", source, key, *v, min, max);
+  return x;
+}
+
+}  // namespace tg

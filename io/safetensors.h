@@ -1,0 +1,46 @@
+#pragma once
+// safetensors (https://github.com/huggingface/safetensors): an 8-byte little-endian header
+// length N, N bytes of JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
+// "__metadata__": {"key": "value"}}, then the raw little-endian tensor data. Files written here
+// load in PyTorch, JAX, MLX and candle, with PyTorch-style names.
+//
+// Writing is atomic (a temporary file in the same folder, flushed, then renamed over the target).
+// Reading validates everything before touching the data — header length against the file size,
+// JSON syntax and nesting, duplicate names, dtypes, shapes and their byte sizes, offsets inside
+// the data section, no overlaps and no holes, bool bytes — and reports the first problem with
+// the file name; it never reads outside the file.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "io/file.h"
+#include "io/state_dict.h"
+#include "io/status.h"
+
+namespace tg {
+
+using Metadata = std::map<std::string, std::string>;
+
+struct SafetensorsFile {
+  StateDict tensors;  // in file order
+  Metadata metadata;
+};
+
+// dtypes written: F32, F64, I64, BOOL. Read: also F16 and BF16 (converted to float32) and I32
+// (to int64).
+Status save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
+Result<SafetensorsFile> load_safetensors(const std::string& path);
+// The same checks on bytes in memory; `source` names them in messages.
+Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::string& source = "<memory>");
+std::string serialize_safetensors(const StateDict& tensors, const Metadata& metadata = {});
+
+// Metadata values read strictly: present, the whole string a number (no "1x", no "" ), finite and
+// within [min, max]. Messages name the source file, the key and the value:
+//   "run/ckpt.safetensors: metadata 'step' = 'abc' is not a whole number"
+Result<int64_t> metadata_int(const Metadata& m, const std::string& key, const std::string& source, int64_t min, int64_t max);
+Result<uint64_t> metadata_uint(const Metadata& m, const std::string& key, const std::string& source);
+Result<double> metadata_double(const Metadata& m, const std::string& key, const std::string& source, double min, double max);
+Result<std::string> metadata_string(const Metadata& m, const std::string& key, const std::string& source);
+
+}  // namespace tg

@@ -1,0 +1,280 @@
+// The train/ loop: bit-identical resume onto freshly built objects, the divergence stop, run
+// folders that are never silently overwritten, accumulation that keeps means right, early
+// stopping, keep-last-K, the gradient-ready hook.
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "test_util.h"
+#include "train/metrics.h"
+
+namespace tgt {
+namespace {
+
+namespace fs = std::filesystem;
+using tg::train::StepOutput;
+using tg::train::Trainer;
+using tg::train::TrainerOptions;
+
+std::string fresh_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("tg_loop_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+// A user's own model (not one of the zoo's): an MLP classifier with dropout.
+struct Classifier : tg::Module {
+  std::shared_ptr<tg::Linear> fc1 = register_module("fc1", std::make_shared<tg::Linear>(6, 16));
+  std::shared_ptr<tg::Dropout> drop = register_module("drop", std::make_shared<tg::Dropout>(0.2));
+  std::shared_ptr<tg::Linear> fc2 = register_module("fc2", std::make_shared<tg::Linear>(16, 3));
+  Tensor forward(const Tensor& x) const { return fc2->forward(drop->forward(tg::relu(fc1->forward(x)))); }
+};
+
+// 37 samples (an uneven last batch) of 6 features, 3 classes; the same for every seed.
+struct Data {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  Data() {
+    tg::Generator g(99);
+    for (int i = 0; i < 37; ++i) {
+      int64_t c = static_cast<int64_t>(g.next_u64() % 3);
+      y.push_back(c);
+      for (int j = 0; j < 6; ++j) x.push_back(static_cast<float>(g.normal() + (j % 3 == c ? 1.5 : 0.0)));
+    }
+  }
+  Tensor features(const std::vector<int64_t>& ids) const {
+    std::vector<float> v;
+    for (int64_t i : ids) v.insert(v.end(), x.begin() + i * 6, x.begin() + i * 6 + 6);
+    return tg::from_vector(v, {static_cast<int64_t>(ids.size()), 6});
+  }
+  Tensor labels(const std::vector<int64_t>& ids) const {
+    std::vector<int64_t> v;
+    for (int64_t i : ids) v.push_back(y[static_cast<size_t>(i)]);
+    return tg::from_vector(v, {static_cast<int64_t>(ids.size())});
+  }
+};
+
+// Everything a run builds: model, optimizer, trainer (seeded: a resumed run must override it all).
+struct TrainingRun {
+  std::unique_ptr<Classifier> model;
+  std::unique_ptr<tg::AdamW> opt;
+  std::unique_ptr<Trainer> trainer;
+  std::vector<double> losses;
+  TrainingRun(uint64_t seed, TrainerOptions o) {
+    tg::manual_seed(seed);
+    model = std::make_unique<Classifier>();
+    opt = std::make_unique<tg::AdamW>(model->named_parameters(), tg::AdamOptions{.lr = 3e-3, .weight_decay = 0.01});
+    o.seed = seed;
+    o.show_progress = false;
+    trainer = std::make_unique<Trainer>(*model, *opt, o);
+    trainer->set_schedule([](int64_t s) { return 3e-3 * std::min(1.0, static_cast<double>(s) / 4); });
+    trainer->callbacks.on_step = [this](const tg::train::StepInfo& i) { losses.push_back(i.loss); };
+  }
+  tg::train::FitResult fit(const Data& d) {
+    tg::train::CrossEntropyStep step{[&](const std::vector<int64_t>& ids) { return model->forward(d.features(ids)); },
+                                     [&](const std::vector<int64_t>& ids) { return d.labels(ids); }};
+    auto eval = [&] {
+      return std::map<std::string, double>{{"valid_loss", trainer->evaluate_loss(tg::train::sequential_batches(37, 8), step)}};
+    };
+    return trainer->fit(tg::train::ShuffledSampler(37, 4), step, eval);
+  }
+};
+
+std::string slurp(const std::string& path) { return tg::read_file(path).value(); }
+
+TEST(TrainLoop, ResumeIsBitIdenticalOntoFreshObjects) {
+  const Data data;
+  TrainerOptions o{.max_steps = 12, .accumulate = 2, .clip_grad_norm = 1.0, .eval_every = 3, .eval_at_end = false};
+  // Straight through: 12 steps (an epoch is 10 batches = 5 steps, so three epochs begin).
+  o.run_dir = fresh_dir("straight");
+  TrainingRun straight(1, o);
+  straight.fit(data);
+  ASSERT_EQ(straight.losses.size(), 12u);
+
+  // Interrupted at step 7 (mid-epoch), then resumed by objects built from another seed.
+  o.run_dir = fresh_dir("interrupted");
+  TrainerOptions first = o;
+  first.max_steps = 7;
+  TrainingRun a(1, first);
+  tg::train::FitResult r = a.fit(data);
+  EXPECT_EQ(r.reason, tg::train::StopReason::kMaxSteps);
+  EXPECT_EQ(r.step, 7);
+  ASSERT_TRUE(fs::exists(o.run_dir + "/checkpoint-00000007.safetensors"));
+  // Lines written after the checkpoint (a crash between saves) must not survive the resume.
+  { std::FILE* f = std::fopen((o.run_dir + "/metrics.jsonl").c_str(), "a"); std::fputs("{\"kind\": \"train\", \"step\": 8}\n", f); std::fclose(f); }
+  tg::manual_seed(4242);  // disturb the global generator too
+  TrainingRun b(7, o);
+  ASSERT_TRUE(b.trainer->resume().ok());
+  EXPECT_EQ(b.trainer->state().step, 7);
+  EXPECT_EQ(b.trainer->state().sampler_seed, 1u);
+  b.fit(data);
+  std::vector<double> joined = a.losses;
+  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  ASSERT_EQ(joined.size(), straight.losses.size());
+  for (size_t i = 0; i < joined.size(); ++i) EXPECT_EQ(joined[i], straight.losses[i]) << "step " << i + 1;
+  auto p1 = straight.model->named_parameters(), p2 = b.model->named_parameters();
+  for (size_t i = 0; i < p1.size(); ++i)
+    EXPECT_EQ(p1[i].second.to_vector<float>(), p2[i].second.to_vector<float>()) << p1[i].first;
+  // The metrics history is unbroken: the same lines as the straight run, in the file and in memory.
+  EXPECT_EQ(slurp(o.run_dir + "/metrics.jsonl"), slurp(straight.trainer->options().run_dir + "/metrics.jsonl"));
+  EXPECT_EQ(b.trainer->history(), straight.trainer->history());
+}
+
+TEST(TrainLoop, NonFiniteLossStopsBeforeTheOptimizerStep) {
+  const Data data;
+  const std::string dir = fresh_dir("nan");
+  tg::manual_seed(3);
+  Classifier model;
+  tg::AdamW opt(model.named_parameters());
+  Trainer trainer(model, opt, {.run_dir = dir, .max_steps = 20, .checkpoint_every = 2, .show_progress = false});
+  std::map<int64_t, std::vector<std::vector<float>>> params_after;
+  std::map<std::string, std::string> saved_bytes;
+  trainer.callbacks.on_step = [&](const tg::train::StepInfo& i) {
+    for (const auto& [n, p] : model.named_parameters()) params_after[i.step].push_back(p.to_vector<float>());
+  };
+  trainer.callbacks.on_checkpoint = [&](const std::string& path) { saved_bytes[path] = slurp(path); };
+  const int64_t bad_step = 7;  // the step whose loss is NaN
+  auto step = [&](const std::vector<int64_t>& ids) {
+    Tensor loss = tg::cross_entropy(model.forward(data.features(ids)), data.labels(ids), {.reduction = tg::Reduction::Sum});
+    if (trainer.state().step + 1 == bad_step) loss = loss * std::nan("");
+    return StepOutput{loss, static_cast<double>(ids.size())};
+  };
+  tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(37, 4), step);
+  ASSERT_TRUE(r.diverged());
+  EXPECT_EQ(r.step, bad_step - 1);
+  EXPECT_NE(r.message.find("diverged at step 7"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("loss nan"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("checkpoint-00000006.safetensors"), std::string::npos) << r.message;
+  // The parameters are those of step 6; no checkpoint of the bad state; the last one untouched.
+  std::vector<std::vector<float>> now;
+  for (const auto& [n, p] : model.named_parameters()) now.push_back(p.to_vector<float>());
+  EXPECT_EQ(now, params_after.at(bad_step - 1));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint-00000007.safetensors"));
+  for (const auto& [path, bytes] : saved_bytes)
+    if (fs::exists(path)) {
+      EXPECT_EQ(slurp(path), bytes) << path;
+    }
+  EXPECT_EQ(r.last_checkpoint, dir + "/checkpoint-00000006.safetensors");
+}
+
+TEST(TrainLoop, RunFolderIsNeverSilentlyOverwritten) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("refuse"), .max_steps = 2, .eval_at_end = false};
+  { TrainingRun a(1, o); a.fit(data); }
+  TrainingRun b(1, o);
+  tg::Status s = b.trainer->start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("holds an earlier run"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--overwrite"), std::string::npos) << s.message();
+  EXPECT_THROW(b.fit(data), tg::Error);  // fit() starts a fresh run, which is refused too
+  TrainingRun c(1, o);
+  ASSERT_TRUE(c.trainer->start(/*overwrite=*/true).ok());
+  c.fit(data);
+  EXPECT_EQ(c.trainer->state().step, 2);
+}
+
+TEST(TrainLoop, ResumeRefusesAnotherConfigurationOrTokenizer) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("config"), .max_steps = 2, .config_hash = "aaaa", .tokenizer_fingerprint = "t1"};
+  { TrainingRun a(1, o); a.fit(data); }
+  TrainerOptions other = o;
+  other.config_hash = "bbbb";
+  TrainingRun b(1, other);
+  tg::Status s = b.trainer->resume();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("configured differently"), std::string::npos) << s.message();
+  other = o;
+  other.tokenizer_fingerprint = "t2";
+  TrainingRun c(1, other);
+  s = c.trainer->resume();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("another tokenizer"), std::string::npos) << s.message();
+  TrainingRun d(1, o);
+  EXPECT_TRUE(d.trainer->resume().ok());
+}
+
+TEST(TrainLoop, AccumulationKeepsTheMeanGradient) {
+  // Two micro-batches of 4 and 2 samples give the same update as one batch of 6 (SGD, no dropout).
+  const Data data;
+  auto one_step = [&](std::vector<std::vector<int64_t>> batches, int64_t accumulate) {
+    tg::manual_seed(11);
+    Classifier model;
+    model.drop->p = 0;
+    tg::SGD opt(model.named_parameters(), {.lr = 0.5});
+    Trainer t(model, opt, {.max_steps = 1, .accumulate = accumulate, .show_progress = false});
+    tg::train::CrossEntropyStep step{[&](const std::vector<int64_t>& ids) { return model.forward(data.features(ids)); },
+                                     [&](const std::vector<int64_t>& ids) { return data.labels(ids); }};
+    t.fit(tg::train::BatchListSampler(std::move(batches), /*shuffle=*/false), step);
+    return model.fc1->weight.to_vector<float>();
+  };
+  std::vector<float> split = one_step({{0, 1, 2, 3}, {4, 5}}, 2);
+  std::vector<float> whole = one_step({{0, 1, 2, 3, 4, 5}}, 1);
+  ASSERT_EQ(split.size(), whole.size());
+  for (size_t i = 0; i < split.size(); ++i) EXPECT_NEAR(split[i], whole[i], 1e-6) << i;
+  std::vector<float> wrong = one_step({{0, 1, 2, 3}, {4, 5}}, 1);  // two separate steps differ
+  bool differs = false;
+  for (size_t i = 0; i < wrong.size(); ++i) differs |= std::fabs(wrong[i] - whole[i]) > 1e-4;
+  EXPECT_TRUE(differs);
+}
+
+TEST(TrainLoop, EarlyStoppingKeepLastAndBestModel) {
+  const Data data;
+  const std::string dir = fresh_dir("early");
+  tg::manual_seed(5);
+  Classifier model;
+  tg::AdamW opt(model.named_parameters());
+  Trainer trainer(model, opt, {.run_dir = dir, .max_steps = 100, .eval_every = 1, .keep_last = 2, .save_best = true,
+                               .early_stop = {.metric = "score", .maximize = true, .patience = 3}, .show_progress = false});
+  // A score that peaks at step 4 and then falls: training stops after 3 evaluations without improvement.
+  auto eval = [&] {
+    const double s = static_cast<double>(trainer.state().step);
+    return std::map<std::string, double>{{"score", -(s - 4) * (s - 4)}};
+  };
+  tg::train::CrossEntropyStep step{[&](const std::vector<int64_t>& ids) { return model.forward(data.features(ids)); },
+                                   [&](const std::vector<int64_t>& ids) { return data.labels(ids); }};
+  tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(37, 4), step, eval);
+  EXPECT_EQ(r.reason, tg::train::StopReason::kEarlyStopping);
+  EXPECT_EQ(r.step, 7);
+  EXPECT_EQ(trainer.state().best_step, 4);
+  EXPECT_TRUE(fs::exists(dir + "/best.safetensors"));
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(dir)) checkpoints += e.path().filename().string().rfind("checkpoint-", 0) == 0;
+  EXPECT_EQ(checkpoints, 2);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint-00000007.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint-00000006.safetensors"));
+  // A metric the evaluation does not return is an error naming it.
+  Trainer bad(model, opt, {.max_steps = 3, .eval_every = 1, .early_stop = {.metric = "bleu"}, .show_progress = false});
+  EXPECT_THROW(bad.fit(tg::train::ShuffledSampler(37, 4), step, eval), tg::Error);
+}
+
+TEST(TrainLoop, GradReadyHookSeesEachCompleteGradientOnce) {
+  // Accumulation 2: the hook runs on the last micro-batch only, once per parameter, with the
+  // gradient summed over both micro-batches (before the loop divides it by the count).
+  const Data data;
+  tg::manual_seed(8);
+  Classifier model;
+  model.drop->p = 0;
+  tg::SGD opt(model.named_parameters(), {.lr = 0.1});
+  Trainer trainer(model, opt, {.max_steps = 2, .accumulate = 2, .show_progress = false});
+  std::map<std::string, int> calls;
+  std::vector<float> seen;
+  trainer.callbacks.on_grad_ready = [&](const std::string& name, const Tensor& p) {
+    ++calls[name];
+    if (name == "fc2.bias" && seen.empty()) seen = p.grad().to_vector<float>();
+  };
+  tg::train::CrossEntropyStep step{[&](const std::vector<int64_t>& ids) { return model.forward(data.features(ids)); },
+                                   [&](const std::vector<int64_t>& ids) { return data.labels(ids); }};
+  trainer.fit(tg::train::BatchListSampler({{0, 1}, {2, 3, 4}, {5}, {6}}, false), step);
+  EXPECT_EQ(calls.size(), 4u);
+  for (const auto& [n, c] : calls) EXPECT_EQ(c, 2) << n;
+  // fc2.bias's gradient of the summed loss over samples 0..4 is sum(softmax - onehot): its entries add to 0.
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_NEAR(seen[0] + seen[1] + seen[2], 0.0, 1e-5);
+  EXPECT_GT(std::fabs(seen[0]) + std::fabs(seen[1]) + std::fabs(seen[2]), 0.1);
+}
+
+}  // namespace
+}  // namespace tgt

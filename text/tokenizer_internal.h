@@ -1,0 +1,28 @@
+#pragma once
+// Not for users: how text/tokenizer.cc reaches the implementations. The SentencePiece one lives in
+// text/sentencepiece_tokenizer.cc, which includes no Abseil header (SentencePiece's header defines
+// its own absl::string_view), so this header includes none either.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/tokenizer.h"
+
+namespace tg::text::internal {
+
+// Word and character tokenizers (text/vocab_tokenizer.cc).
+bool is_vocab_tokenizer_file(std::string_view bytes);  // the first line names a word/char tokenizer
+Result<std::unique_ptr<Tokenizer>> parse_vocab_tokenizer(std::string_view bytes, std::string_view source);
+Result<std::unique_ptr<Tokenizer>> train_vocab_tokenizer(std::string_view kind, const std::vector<std::string>& sentences,
+                                                         const TrainOptions& options);
+
+// SentencePiece BPE and unigram (text/sentencepiece_tokenizer.cc).
+Result<std::unique_ptr<Tokenizer>> parse_sentencepiece(std::string_view bytes, std::string_view source);
+Result<std::unique_ptr<Tokenizer>> train_sentencepiece(std::string_view kind, const std::vector<std::string>& sentences,
+                                                       const TrainOptions& options);
+
+// The piece that stands for a line break when keep_newlines is on: U+2424 SYMBOL FOR NEWLINE.
+inline constexpr std::string_view kNewlinePiece = "\xE2\x90\xA4";
+
+}  // namespace tg::text::internal

@@ -1,0 +1,199 @@
+#include "train/checkpoint.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "graph/factory.h"
+
+namespace tg::train {
+
+namespace {
+
+constexpr const char* kFormat = "tapegrad.train_state";
+constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max() / 4;
+
+std::string rng_to_string(const Generator::State& s) {
+  uint64_t spare_bits;
+  std::memcpy(&spare_bits, &s.spare, 8);
+  return fmt::format("{} {} {} {} {} {}", s.s[0], s.s[1], s.s[2], s.s[3], s.has_spare ? 1 : 0, spare_bits);
+}
+
+bool rng_from_string(const std::string& text, Generator::State& s) {
+  uint64_t v[6];
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (int i = 0; i < 6; ++i) {
+    if (i > 0) {
+      if (p == end || *p != ' ') return false;
+      ++p;
+    }
+    auto [next, ec] = std::from_chars(p, end, v[i]);
+    if (ec != std::errc() || next == p) return false;
+    p = next;
+  }
+  if (p != end || v[4] > 1) return false;
+  for (int i = 0; i < 4; ++i) s.s[i] = v[i];
+  s.has_spare = v[4] != 0;
+  std::memcpy(&s.spare, &v[5], 8);
+  return true;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out.push_back('\n');
+    out.append(s);
+  }
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t e = s.find('\n', b);
+    if (e == std::string::npos) e = s.size();
+    out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+// The metadata and history of a parsed file; model and optimizer tensors are left to the caller.
+Result<TrainState> read_state(const SafetensorsFile& f, const std::string& path, StateDict* model_sd, StateDict* optim_sd) {
+  const Metadata& m = f.metadata;
+  auto format = m.find("format");
+  if (format == m.end() || format->second != kFormat)
+    return io_error("{}: not a tapegrad training state (metadata 'format' is '{}', expected '{}')", path,
+                    format == m.end() ? "" : format->second, kFormat);
+  TrainState st;
+#define TG_GET(lhs, expr)               \
+  do {                                  \
+    auto r_ = (expr);                   \
+    if (!r_.ok()) return r_.status();   \
+    lhs = *r_;                          \
+  } while (0)
+  int64_t version = 0;
+  TG_GET(version, metadata_int(m, "version", path, 1, 1000000));
+  if (version != TrainState::kVersion)
+    return io_error("{}: training state version {} is not supported (this build reads version {})", path, version,
+                    TrainState::kVersion);
+  TG_GET(st.step, metadata_int(m, "step", path, 0, kMaxCount));
+  TG_GET(st.micro_step, metadata_int(m, "micro_step", path, 0, kMaxCount));
+  TG_GET(st.epoch, metadata_int(m, "epoch", path, 0, kMaxCount));
+  TG_GET(st.epoch_samples, metadata_int(m, "epoch_samples", path, 0, kMaxCount));
+  TG_GET(st.samples, metadata_int(m, "samples", path, 0, kMaxCount));
+  TG_GET(st.sampler_seed, metadata_uint(m, "sampler_seed", path));
+  TG_GET(st.seconds, metadata_double(m, "seconds", path, 0, 1e12));
+  int64_t has_best = 0;
+  TG_GET(has_best, metadata_int(m, "early_stop.has_best", path, 0, 1));
+  st.has_best = has_best != 0;
+  if (st.has_best) TG_GET(st.best, metadata_double(m, "early_stop.best", path, -1e300, 1e300));
+  TG_GET(st.best_step, metadata_int(m, "early_stop.best_step", path, 0, kMaxCount));
+  TG_GET(st.bad_evals, metadata_int(m, "early_stop.bad_evals", path, 0, kMaxCount));
+  TG_GET(st.metrics_bytes, metadata_int(m, "metrics_bytes", path, -1, kMaxCount));
+  std::string kept;
+  TG_GET(kept, metadata_string(m, "kept", path));
+  st.kept = split_lines(kept);
+  TG_GET(st.config_hash, metadata_string(m, "config_hash", path));
+  TG_GET(st.tokenizer_fingerprint, metadata_string(m, "tokenizer_fingerprint", path));
+#undef TG_GET
+  for (const auto& [k, v] : m) {
+    if (k.rfind("rng.", 0) == 0) {
+      Generator::State s{};
+      if (!rng_from_string(v, s)) return io_error("{}: metadata '{}' is not a generator state (6 whole numbers)", path, k);
+      st.rngs[k.substr(4)] = s;
+    } else if (k.rfind("user.", 0) == 0) {
+      st.user[k.substr(5)] = v;
+    }
+  }
+  for (const auto& [n, t] : f.tensors) {
+    if (n.rfind("model.", 0) == 0) {
+      if (model_sd) model_sd->insert(n.substr(6), t);
+    } else if (n.rfind("optim.", 0) == 0) {
+      if (optim_sd) optim_sd->insert(n.substr(6), t);
+    } else if (n.rfind("history.", 0) == 0) {
+      if (t.dtype() != kFloat64 || t.dim() != 2 || t.size(1) != 2)
+        return io_error("{}: tensor '{}' should be float64 of shape [n, 2], got {} {}", path, n, dtype_name(t.dtype()), t.shape());
+      std::vector<double> v = t.to_vector<double>();
+      auto& pts = st.history[n.substr(8)];
+      for (size_t i = 0; i + 1 < v.size(); i += 2) pts.emplace_back(v[i], v[i + 1]);
+    } else {
+      return io_error("{}: unexpected tensor '{}' in a training state", path, n);
+    }
+  }
+  return st;
+}
+
+}  // namespace
+
+Status save_train_state(const std::string& path, const TrainState& st, const Module& model, const Optimizer& opt) {
+  StateDict all;
+  for (const auto& [n, t] : model.state_dict()) all.insert("model." + n, t);
+  for (const auto& [n, t] : opt.state()) all.insert("optim." + n, t);
+  for (const auto& [name, pts] : st.history) {
+    std::vector<double> flat;
+    flat.reserve(pts.size() * 2);
+    for (const auto& [x, y] : pts) flat.push_back(x), flat.push_back(y);
+    all.insert("history." + name, from_vector(flat, {static_cast<int64_t>(pts.size()), 2}, kFloat64));
+  }
+  Metadata meta;
+  meta["format"] = kFormat;
+  meta["version"] = std::to_string(TrainState::kVersion);
+  meta["optimizer"] = opt.type_name();
+  meta["lr"] = fmt::format("{:.17g}", opt.lr());
+  meta["step"] = std::to_string(st.step);
+  meta["micro_step"] = std::to_string(st.micro_step);
+  meta["epoch"] = std::to_string(st.epoch);
+  meta["epoch_samples"] = std::to_string(st.epoch_samples);
+  meta["samples"] = std::to_string(st.samples);
+  meta["sampler_seed"] = std::to_string(st.sampler_seed);
+  meta["seconds"] = fmt::format("{:.17g}", st.seconds);
+  meta["early_stop.has_best"] = st.has_best ? "1" : "0";
+  if (st.has_best) meta["early_stop.best"] = fmt::format("{:.17g}", st.best);
+  meta["early_stop.best_step"] = std::to_string(st.best_step);
+  meta["early_stop.bad_evals"] = std::to_string(st.bad_evals);
+  meta["kept"] = join(st.kept);
+  meta["metrics_bytes"] = std::to_string(st.metrics_bytes);
+  meta["config_hash"] = st.config_hash;
+  meta["tokenizer_fingerprint"] = st.tokenizer_fingerprint;
+  for (const auto& [name, s] : st.rngs) meta["rng." + name] = rng_to_string(s);
+  for (const auto& [k, v] : st.user) meta["user." + k] = v;
+  return save_safetensors(path, all, meta);
+}
+
+Result<TrainState> load_train_state(const std::string& path, Module& model, Optimizer& opt) {
+  Result<SafetensorsFile> f = load_safetensors(path);
+  if (!f.ok()) return f.status();
+  StateDict model_sd, optim_sd;
+  Result<TrainState> st = read_state(*f, path, &model_sd, &optim_sd);
+  if (!st.ok()) return st;
+  Result<std::string> type = metadata_string(f->metadata, "optimizer", path);
+  if (!type.ok()) return type.status();
+  if (*type != opt.type_name())
+    return io_error("{}: saved with optimizer '{}', resuming with '{}'", path, *type, opt.type_name());
+  Result<double> lr = metadata_double(f->metadata, "lr", path, 0, 1e300);
+  if (!lr.ok()) return lr.status();
+  try {
+    // Everything is checked before anything is copied: a failed load changes nothing.
+    opt.check_state(optim_sd);
+    model.load_state_dict(model_sd, true);
+    opt.load_state(optim_sd);
+  } catch (const Error& e) {
+    return io_error("{}: {}", path, e.what());
+  }
+  opt.set_lr(*lr);
+  return st;
+}
+
+Result<TrainState> peek_train_state(const std::string& path) {
+  Result<SafetensorsFile> f = load_safetensors(path);
+  if (!f.ok()) return f.status();
+  return read_state(*f, path, nullptr, nullptr);
+}
+
+}  // namespace tg::train

@@ -1,0 +1,514 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "graph/factory.h"
+#include "graph/node.h"
+#include "graph/random.h"
+#include "models/module_io.h"
+#include "ops/nn.h"
+#include "ops/reduce.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+
+namespace tg::train {
+
+namespace fs = std::filesystem;
+
+// ---- Samplers ----
+
+namespace {
+// Fisher-Yates with a generator keyed by (seed, epoch): the same order for the same pair.
+template <class T>
+void shuffle(std::vector<T>& v, uint64_t seed, int64_t epoch) {
+  Generator g(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 7919 + 1);
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[g.next_u64() % i]);
+}
+}  // namespace
+
+ShuffledSampler::ShuffledSampler(int64_t n, int64_t batch_size, bool drop_last)
+    : n_(n), batch_size_(batch_size), drop_last_(drop_last) {
+  TG_CHECK(n >= 1 && batch_size >= 1, "ShuffledSampler", "expected n >= 1 and batch_size >= 1, got n = {}, batch_size = {}", n,
+           batch_size);
+  TG_CHECK(!drop_last || n >= batch_size, "ShuffledSampler", "drop_last with {} samples and batch_size {} leaves no batch", n,
+           batch_size);
+}
+
+std::vector<std::vector<int64_t>> ShuffledSampler::batches(uint64_t seed, int64_t epoch) const {
+  std::vector<int64_t> order(static_cast<size_t>(n_));
+  std::iota(order.begin(), order.end(), 0);
+  shuffle(order, seed, epoch);
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t i = 0; i < n_; i += batch_size_) {
+    if (drop_last_ && i + batch_size_ > n_) break;
+    out.emplace_back(order.begin() + i, order.begin() + std::min(n_, i + batch_size_));
+  }
+  return out;
+}
+
+BatchListSampler::BatchListSampler(std::vector<std::vector<int64_t>> batches, bool shuffle)
+    : batches_(std::move(batches)), shuffle_(shuffle) {
+  TG_CHECK(!batches_.empty(), "BatchListSampler", "expected at least one batch");
+  for (size_t i = 0; i < batches_.size(); ++i)
+    TG_CHECK(!batches_[i].empty(), "BatchListSampler", "batch {} is empty", i);
+}
+
+std::vector<std::vector<int64_t>> BatchListSampler::batches(uint64_t seed, int64_t epoch) const {
+  std::vector<size_t> order(batches_.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (shuffle_) shuffle(order, seed, epoch);
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(order.size());
+  for (size_t i : order) out.push_back(batches_[i]);
+  return out;
+}
+
+std::vector<std::vector<int64_t>> sequential_batches(int64_t n, int64_t batch_size) {
+  TG_CHECK(n >= 0 && batch_size >= 1, "sequential_batches", "expected n >= 0 and batch_size >= 1, got {} and {}", n, batch_size);
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t i = 0; i < n; i += batch_size) {
+    out.emplace_back();
+    for (int64_t j = i; j < std::min(n, i + batch_size); ++j) out.back().push_back(j);
+  }
+  return out;
+}
+
+// ---- Cross-entropy step ----
+
+StepOutput CrossEntropyStep::operator()(const std::vector<int64_t>& samples) const {
+  Tensor y = targets(samples);
+  Tensor loss = cross_entropy(logits(samples), y,
+                              {.ignore_index = ignore_index, .label_smoothing = label_smoothing, .reduction = Reduction::Sum});
+  const int64_t* t = y.data<int64_t>();
+  double count = 0;
+  for (int64_t i = 0, n = y.numel(); i < n; ++i) count += t[i] != ignore_index;
+  return {loss, count};
+}
+
+// ---- Trainer ----
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kMaxSteps: return "max_steps";
+    case StopReason::kMaxEpochs: return "max_epochs";
+    case StopReason::kTimeBudget: return "time_budget";
+    case StopReason::kEarlyStopping: return "early_stopping";
+    case StopReason::kStopRequested: return "stop_requested";
+    case StopReason::kDiverged: return "diverged";
+  }
+  return "?";
+}
+
+struct Trainer::Impl {
+  std::unique_ptr<Metrics> metrics;
+  std::chrono::steady_clock::time_point clock = std::chrono::steady_clock::now();
+  double seconds_before = 0;  // training time of the runs this one resumes
+  bool grads_final = false;   // the current micro-batch is the step's last: on_grad_ready may run
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  bool hooks_registered = false;
+  int64_t last_eval_step = -1, last_save_step = -1;
+};
+
+Trainer::Trainer(Module& model, Optimizer& opt, TrainerOptions options)
+    : model_(model), opt_(opt), opts_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  const auto& o = opts_;
+  TG_CHECK(o.max_steps >= 0 && o.max_epochs >= 0 && o.max_minutes >= 0 && std::isfinite(o.max_minutes), "Trainer",
+           "max_steps, max_epochs and max_minutes must be >= 0 (got {}, {}, {})", o.max_steps, o.max_epochs, o.max_minutes);
+  TG_CHECK(o.max_steps > 0 || o.max_epochs > 0 || o.max_minutes > 0, "Trainer",
+           "set at least one of max_steps, max_epochs, max_minutes (all are 0: training would never stop)");
+  TG_CHECK(o.accumulate >= 1, "Trainer", "accumulate must be >= 1, got {}", o.accumulate);
+  TG_CHECK(o.clip_grad_norm >= 0 && std::isfinite(o.clip_grad_norm), "Trainer", "clip_grad_norm must be >= 0, got {}",
+           o.clip_grad_norm);
+  TG_CHECK(o.eval_every >= 0 && o.checkpoint_every >= 0 && o.log_every >= 1 && o.keep_last >= 1, "Trainer",
+           "eval_every, checkpoint_every must be >= 0 and log_every, keep_last >= 1 (got {}, {}, {}, {})", o.eval_every,
+           o.checkpoint_every, o.log_every, o.keep_last);
+  TG_CHECK(o.early_stop.patience >= 1 && o.early_stop.min_delta >= 0, "Trainer",
+           "early_stop.patience must be >= 1 and min_delta >= 0 (got {}, {})", o.early_stop.patience, o.early_stop.min_delta);
+  TG_CHECK(!o.save_best || !o.early_stop.metric.empty(), "Trainer", "save_best needs early_stop.metric (which metric is best)");
+  state_.sampler_seed = o.seed;
+  state_.config_hash = o.config_hash;
+  state_.tokenizer_fingerprint = o.tokenizer_fingerprint;
+}
+
+Trainer::~Trainer() { *impl_->alive = false; }
+
+double Trainer::elapsed() const {
+  return impl_->seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->clock).count();
+}
+
+std::string Trainer::checkpoint_path(int64_t step) const {
+  return fmt::format("{}/checkpoint-{:08}.safetensors", opts_.run_dir, step);
+}
+
+std::string Trainer::last_checkpoint() const {
+  return state_.kept.empty() ? "" : opts_.run_dir + "/" + state_.kept.back();
+}
+
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (at != std::string::npos && name.size() - at == 11 && e.is_regular_file()) fs::remove(e.path(), ec);
+  }
+}
+
+namespace {
+bool is_checkpoint_name(const std::string& name) {
+  return name.rfind("checkpoint-", 0) == 0 && name.size() > 23 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
+}
+}  // namespace
+
+namespace {
+// The files of an earlier run in dir: checkpoints, metrics.jsonl, best.safetensors.
+std::vector<fs::path> earlier_run(const std::string& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (is_checkpoint_name(name) || name == "metrics.jsonl" || name == "best.safetensors") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+Status check_run_dir(const std::string& dir, bool resume, bool overwrite) {
+  if (resume && overwrite) return Status::error("--resume and --overwrite exclude each other");
+  const std::vector<fs::path> earlier = earlier_run(dir);
+  if (resume) {
+    for (const auto& p : earlier)
+      if (is_checkpoint_name(p.filename().string())) return {};
+    return io_error("{}: no checkpoint-*.safetensors to resume from", dir);
+  }
+  if (!earlier.empty() && !overwrite)
+    return io_error("{}: holds an earlier run ({}); continue it (--resume) or replace it on purpose (--overwrite)", dir,
+                    earlier.front().filename().string());
+  return {};
+}
+
+void Trainer::open_metrics(int64_t keep_bytes) {
+  if (opts_.run_dir.empty()) return;
+  Result<Metrics> m = Metrics::open(opts_.run_dir + "/metrics.jsonl", keep_bytes);
+  if (!m.ok()) throw Error(m.status().message());
+  impl_->metrics = std::make_unique<Metrics>(std::move(*m));
+}
+
+Status Trainer::start(bool overwrite) {
+  TG_CHECK(!started_, "Trainer::start", "the run was already started or resumed");
+  if (!opts_.run_dir.empty()) {
+    TG_RETURN_IF_ERROR(make_dirs(opts_.run_dir));
+    remove_stale_temporaries(opts_.run_dir);
+    TG_RETURN_IF_ERROR(check_run_dir(opts_.run_dir, false, overwrite));
+    std::error_code ec;
+    for (const auto& p : earlier_run(opts_.run_dir)) fs::remove(p, ec);
+    try {
+      open_metrics(-1);
+    } catch (const Error& e) {
+      return Status::error(e.what());
+    }
+  }
+  started_ = true;
+  return {};
+}
+
+Status Trainer::resume(const std::string& path) {
+  TG_CHECK(!started_, "Trainer::resume", "the run was already started or resumed");
+  std::string file = path;
+  if (file.empty()) {
+    if (opts_.run_dir.empty()) return Status::error("resume: no run_dir and no checkpoint path given");
+    remove_stale_temporaries(opts_.run_dir);
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(opts_.run_dir, ec))
+      if (is_checkpoint_name(e.path().filename().string())) names.push_back(e.path().filename().string());
+    if (ec) return io_error("{}: cannot resume: {}", opts_.run_dir, ec.message());
+    if (names.empty()) return io_error("{}: no checkpoint-*.safetensors to resume from", opts_.run_dir);
+    std::sort(names.begin(), names.end());
+    file = opts_.run_dir + "/" + names.back();
+  }
+  Result<TrainState> peek = peek_train_state(file);
+  if (!peek.ok()) return peek.status();
+  if (peek->config_hash != opts_.config_hash)
+    return io_error("{}: saved by a run configured differently (configuration hash {} here, {} in the checkpoint): resume "
+                    "with the same settings, or start a new run",
+                    file, opts_.config_hash.empty() ? "none" : opts_.config_hash,
+                    peek->config_hash.empty() ? "none" : peek->config_hash);
+  if (peek->tokenizer_fingerprint != opts_.tokenizer_fingerprint)
+    return io_error("{}: trained with another tokenizer (fingerprint {} in the checkpoint, {} for the tokenizer files given)",
+                    file, peek->tokenizer_fingerprint.empty() ? "none" : peek->tokenizer_fingerprint,
+                    opts_.tokenizer_fingerprint.empty() ? "none" : opts_.tokenizer_fingerprint);
+  if (peek->micro_step != 0)
+    return io_error("{}: saved in the middle of gradient accumulation (micro_step {}), which this version does not resume", file,
+                    peek->micro_step);
+  if (!peek->rngs.count("default")) return io_error("{}: metadata 'rng.default' is missing", file);
+  Result<TrainState> st = load_train_state(file, model_, opt_);
+  if (!st.ok()) return st.status();
+  state_ = std::move(*st);
+  default_generator().set_state(state_.rngs.at("default"));
+  impl_->seconds_before = state_.seconds;
+  impl_->clock = std::chrono::steady_clock::now();
+  impl_->last_eval_step = impl_->last_save_step = state_.step;
+  if (!opts_.run_dir.empty()) {
+    try {
+      open_metrics(state_.metrics_bytes);
+    } catch (const Error& e) {
+      return Status::error(e.what());
+    }
+  }
+  started_ = true;
+  return {};
+}
+
+void Trainer::log(const std::string& kind, const std::vector<std::pair<std::string, double>>& values) {
+  for (const auto& [k, v] : values) state_.history[kind + "/" + k].emplace_back(static_cast<double>(state_.step), v);
+  if (impl_->metrics) impl_->metrics->log(kind, state_.step, values).or_throw();
+}
+
+std::string Trainer::save_checkpoint() {
+  if (opts_.run_dir.empty()) return "";
+  const std::string path = checkpoint_path(state_.step);
+  const std::string name = fs::path(path).filename().string();
+  state_.seconds = elapsed();
+  state_.rngs["default"] = default_generator().state();
+  state_.metrics_bytes = impl_->metrics ? impl_->metrics->bytes() : -1;
+  std::vector<std::string> old = state_.kept;
+  state_.kept.erase(std::remove(state_.kept.begin(), state_.kept.end(), name), state_.kept.end());
+  state_.kept.push_back(name);
+  std::vector<std::string> drop;
+  while (static_cast<int64_t>(state_.kept.size()) > opts_.keep_last) {
+    drop.push_back(state_.kept.front());
+    state_.kept.erase(state_.kept.begin());
+  }
+  if (callbacks.before_save) callbacks.before_save(state_);
+  Status s = save_train_state(path, state_, model_, opt_);
+  if (!s.ok()) {
+    state_.kept = old;
+    throw Error(s.message());
+  }
+  std::error_code ec;
+  for (const auto& d : drop) fs::remove(opts_.run_dir + "/" + d, ec);  // only after the new one is safely written
+  impl_->last_save_step = state_.step;
+  if (callbacks.on_checkpoint) callbacks.on_checkpoint(path);
+  return path;
+}
+
+double Trainer::evaluate_loss(const std::vector<std::vector<int64_t>>& batches, const StepFn& step) {
+  NoGradGuard ng;
+  const bool was = model_.is_training();
+  model_.eval();
+  double total = 0, count = 0;
+  for (const auto& b : batches) {
+    StepOutput out = step(b);
+    total += out.loss_sum.item();
+    count += out.count;
+  }
+  model_.train(was);
+  return count > 0 ? total / count : NAN;
+}
+
+bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
+  if (!eval) return false;
+  std::map<std::string, double> m;
+  {
+    NoGradGuard ng;
+    const bool was = model_.is_training();
+    model_.eval();
+    m = eval();
+    model_.train(was);
+  }
+  impl_->last_eval_step = state_.step;
+  std::vector<std::pair<std::string, double>> values(m.begin(), m.end());
+  log("valid", values);
+  if (callbacks.on_eval) callbacks.on_eval(state_.step, m);
+  const EarlyStopping& es = opts_.early_stop;
+  if (es.metric.empty()) return false;
+  auto it = m.find(es.metric);
+  if (it == m.end()) {
+    std::string keys;
+    for (const auto& [k, v] : m) keys += (keys.empty() ? "" : ", ") + k;
+    throw Error(fmt::format("Trainer: early stopping watches '{}', but evaluation returned only: {}", es.metric,
+                            keys.empty() ? "nothing" : keys));
+  }
+  const double v = it->second;
+  const bool better = std::isfinite(v) && (!state_.has_best || (es.maximize ? v > state_.best + es.min_delta
+                                                                             : v < state_.best - es.min_delta));
+  if (better) {
+    state_.best = v;
+    state_.has_best = true;
+    state_.best_step = state_.step;
+    state_.bad_evals = 0;
+    if (opts_.save_best && !opts_.run_dir.empty())
+      save_module(model_, opts_.run_dir + "/best.safetensors",
+                  {{"step", std::to_string(state_.step)}, {es.metric, fmt::format("{:.17g}", v)}})
+          .or_throw();
+    return false;
+  }
+  if (++state_.bad_evals < es.patience) return false;
+  result.reason = StopReason::kEarlyStopping;
+  result.message = fmt::format("early stopping at step {}: {} did not improve for {} evaluations (best {:.6g} at step {})",
+                               state_.step, es.metric, state_.bad_evals, state_.best, state_.best_step);
+  return true;
+}
+
+FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn& eval) {
+  if (!started_) start().or_throw();
+  FitResult result;
+  const std::vector<Tensor> params = model_.trainable_parameters();
+  TG_CHECK(!params.empty(), "Trainer::fit", "the model has no trainable parameters");
+  if (callbacks.on_grad_ready && !impl_->hooks_registered) {
+    for (const auto& [name, p] : model_.named_parameters()) {
+      if (!p.requires_grad()) continue;
+      Tensor param = p;
+      param.register_post_accumulate_grad_hook([this, name = name, alive = impl_->alive](const Tensor& t) {
+        if (*alive && impl_->grads_final && callbacks.on_grad_ready) callbacks.on_grad_ready(name, t);
+      });
+    }
+    impl_->hooks_registered = true;
+  }
+  model_.train();
+  opt_.zero_grad();
+
+  // The epoch's batches, skipping what a resumed run already consumed.
+  std::vector<std::vector<int64_t>> batches;
+  size_t next = 0;
+  auto load_epoch = [&]() {
+    batches = train.batches(state_.sampler_seed, state_.epoch);
+    TG_CHECK(!batches.empty(), "Trainer::fit", "the sampler gave no batches for epoch {}", state_.epoch);
+    next = 0;
+    int64_t skipped = 0;
+    while (skipped < state_.epoch_samples && next < batches.size()) skipped += static_cast<int64_t>(batches[next++].size());
+    TG_CHECK(skipped == state_.epoch_samples, "Trainer::fit",
+             "the checkpoint is {} samples into epoch {}, which falls inside a batch of this sampler: resume with the same data "
+             "and batch settings", state_.epoch_samples, state_.epoch);
+  };
+  load_epoch();
+
+  // The bar counts steps to max_steps, or else the steps of the current epoch.
+  double units = 0, ema = 0, ema_weight = 0;  // the progress line's loss: a debiased moving average
+  std::unique_ptr<Progress> progress;
+  int64_t bar_start = state_.step;
+  auto new_bar = [&] {
+    if (!opts_.show_progress) return;
+    if (progress) progress->finish();
+    bar_start = state_.step;
+    units = 0;
+    const int64_t a = opts_.accumulate, left = static_cast<int64_t>(batches.size() - next);
+    const int64_t total = opts_.max_steps > 0 ? opts_.max_steps - state_.step : (left + a - 1) / a;
+    progress = std::make_unique<Progress>(std::max<int64_t>(total, 1),
+                                          opts_.max_steps > 0 ? "train" : fmt::format("epoch {}", state_.epoch + 1), opts_.unit);
+  };
+  new_bar();
+
+  for (;;) {
+    if (opts_.max_steps > 0 && state_.step >= opts_.max_steps) {
+      result.reason = StopReason::kMaxSteps;
+      result.message = fmt::format("reached max_steps {}", opts_.max_steps);
+      break;
+    }
+    if (opts_.max_epochs > 0 && state_.epoch >= opts_.max_epochs) {
+      result.reason = StopReason::kMaxEpochs;
+      result.message = fmt::format("finished {} epochs", opts_.max_epochs);
+      break;
+    }
+    if (opts_.max_minutes > 0 && elapsed() >= opts_.max_minutes * 60) {
+      result.reason = StopReason::kTimeBudget;
+      result.message = fmt::format("used the time budget of {:g} minutes", opts_.max_minutes);
+      break;
+    }
+    if (next >= batches.size()) {
+      load_epoch();
+      if (opts_.max_steps == 0) new_bar();
+    }
+
+    // One optimizer step: forward and backward of each micro-batch (summed losses).
+    double loss_sum = 0, count = 0;
+    for (int64_t m = 0; m < opts_.accumulate && next < batches.size(); ++m) {
+      const std::vector<int64_t>& b = batches[next++];
+      impl_->grads_final = m + 1 == opts_.accumulate || next == batches.size();
+      StepOutput out = step_fn(b);
+      TG_CHECK(out.loss_sum.defined() && out.loss_sum.numel() == 1, "Trainer::fit",
+               "the step function must return a one-element loss, got {}",
+               out.loss_sum.defined() ? fmt::format("shape {}", out.loss_sum.shape()) : std::string("an undefined tensor"));
+      TG_CHECK(out.count > 0 && std::isfinite(out.count), "Trainer::fit", "the step function returned count {} (expected > 0)",
+               out.count);
+      out.loss_sum.backward();
+      impl_->grads_final = false;
+      loss_sum += out.loss_sum.item();
+      count += out.count;
+      state_.epoch_samples += static_cast<int64_t>(b.size());
+      state_.samples += static_cast<int64_t>(b.size());
+    }
+    const double loss = loss_sum / count;
+    const double norm = grad_norm(params) / count;
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      opt_.zero_grad();
+      result.reason = StopReason::kDiverged;
+      result.message = fmt::format(
+          "training diverged at step {}: loss {} and gradient norm {}; stopped before the optimizer step, so the parameters "
+          "are those of step {}; last good checkpoint: {}",
+          state_.step + 1, loss, norm, state_.step, last_checkpoint().empty() ? "none" : last_checkpoint());
+      result.step = state_.step;
+      result.last_checkpoint = last_checkpoint();
+      if (progress) progress->finish("diverged");
+      return result;  // nothing is saved: the state in memory is past the last good step
+    }
+    double scale = 1.0 / count;
+    if (opts_.clip_grad_norm > 0 && norm > opts_.clip_grad_norm) scale *= opts_.clip_grad_norm / (norm + 1e-6);
+    scale_grads(params, scale);
+    if (schedule_) opt_.set_lr(schedule_(state_.step + 1));
+    opt_.step();
+    opt_.zero_grad();
+    ++state_.step;
+
+    const bool epoch_done = next >= batches.size();
+    if (epoch_done) {
+      ++state_.epoch;
+      state_.epoch_samples = 0;
+    }
+    StepInfo info{state_.step, state_.epoch, loss, norm, opt_.lr(), count, elapsed()};
+    if (state_.step % opts_.log_every == 0)
+      log("train", {{"loss", loss}, {"lr", opt_.lr()}, {"grad_norm", norm}, {opts_.unit, count}});
+    if (callbacks.on_step) callbacks.on_step(info);
+    units += count;
+    ema = 0.9 * ema + 0.1 * loss;
+    ema_weight = 0.9 * ema_weight + 0.1;
+    const double smooth = ema / ema_weight;
+    if (progress) {
+      progress->update(state_.step - bar_start,
+                       fmt::format("epoch {}  loss {:.4f}  lr {:.2e}", state_.epoch + (epoch_done ? 0 : 1), smooth, opt_.lr()),
+                       static_cast<int64_t>(units));
+    }
+
+    bool stop = false;
+    const bool eval_now = (opts_.eval_every > 0 && state_.step % opts_.eval_every == 0) || (epoch_done && opts_.eval_each_epoch);
+    if (eval_now) stop = evaluate(eval, result);
+    if (callbacks.should_stop && callbacks.should_stop(info) && !stop) {
+      stop = true;
+      result.reason = StopReason::kStopRequested;
+      result.message = fmt::format("stopped on request at step {}", state_.step);
+    }
+    if ((opts_.checkpoint_every > 0 && state_.step % opts_.checkpoint_every == 0) ||
+        (opts_.checkpoint_every == 0 && eval_now) || stop)
+      save_checkpoint();
+    if (stop) break;
+  }
+  if (opts_.eval_at_end && impl_->last_eval_step != state_.step && state_.step > 0) {
+    FitResult ignored;  // training has stopped already: this evaluation only reports
+    evaluate(eval, ignored);
+  }
+  if (impl_->last_save_step != state_.step) save_checkpoint();
+  if (progress) progress->finish(fmt::format("loss {:.4f}", ema_weight > 0 ? ema / ema_weight : NAN));
+  result.step = state_.step;
+  result.last_checkpoint = last_checkpoint();
+  return result;
+}
+
+}  // namespace tg::train
