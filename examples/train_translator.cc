@@ -219,7 +219,7 @@ int run(int argc, char** argv) {
     std::printf("\nstep %lld (epoch %lld): validation loss %.3f, BLEU %.2f (greedy, %s validation sentences), %.1f min\n",
                 static_cast<long long>(trainer.state().step), static_cast<long long>(trainer.state().epoch), vl, bleu.score,
                 o.bleu_sentences > 0 ? std::to_string(std::min<int64_t>(o.bleu_sentences, valid.size())).c_str() : "all",
-                trainer.state().seconds / 60);
+                trainer.seconds() / 60);
     std::fflush(stdout);
     return std::map<std::string, double>{{"valid_loss", vl}, {"bleu", bleu.score}};
   };

@@ -197,7 +197,7 @@ TEST(Autograd, AnomalyModeIsOffByDefault) {
   EXPECT_TRUE(std::isnan(tg::log(x).item()));
 }
 
-// A user-defined op, as examples/custom_op.cc shows: softplus with its own backward.
+// A user-defined op, as the custom_op example program shows: softplus with its own backward.
 Tensor softplus(const Tensor& x) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   const double* in = x.data<double>();

@@ -122,4 +122,12 @@ if "$BIN/train_word2vec" -train "$TMP/w2v.txt" -output "$TMP/w2v/v.txt" -cbow 0 
   echo "FAIL: train_word2vec -cbow 0"; cat "$TMP/out"; failures=$((failures + 1)); fi
 printf '# no pairs here\n' >"$TMP/empty.tsv"
 expect_error "no word pair" "$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/w2v2/v.txt" --min_count 1 --similarity "$TMP/empty.tsv"
+# The README's own-model example is examples/custom_model.cc, to the letter, and it trains.
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+awk '/^\/\/ Your own model, trained by the library loop/{on=1} on&&/^```$/{exit} on{print}' "$SRC/README.md" >"$TMP/readme.cc"
+if diff -q "$TMP/readme.cc" "$SRC/examples/custom_model.cc" >/dev/null; then echo "ok: README example = examples/custom_model.cc"; else
+  echo "FAIL: the README's example differs from examples/custom_model.cc:"; diff "$TMP/readme.cc" "$SRC/examples/custom_model.cc" | head; failures=$((failures + 1)); fi
+if "$BIN/custom_model" --run_dir "$TMP/digits" >"$TMP/out" 2>&1 && grep -q "validation accuracy" "$TMP/out"; then
+  echo "ok: custom_model: $(tail -1 "$TMP/out")"; else echo "FAIL: custom_model"; tail -3 "$TMP/out"; failures=$((failures + 1)); fi
+expect_error "holds an earlier run" "$BIN/custom_model" --run_dir "$TMP/digits"
 exit $((failures > 0))

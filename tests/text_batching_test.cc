@@ -25,7 +25,7 @@ std::vector<text::Example> random_examples(uint32_t seed, size_t n) {
   return out;
 }
 
-// examples/train_translator.cc's make_batches before the move, kept here as the reference.
+// train_translator's make_batches from before the move, kept here as the reference.
 std::vector<std::vector<size_t>> old_make_batches(const std::vector<text::Example>& data, int64_t batch_tokens) {
   std::vector<size_t> order(data.size());
   std::iota(order.begin(), order.end(), 0);

@@ -25,10 +25,11 @@ namespace fs = std::filesystem;
 // ---- Samplers ----
 
 namespace {
-// Fisher-Yates with a generator keyed by (seed, epoch): the same order for the same pair.
+// Fisher-Yates with the generator seeded by seed + epoch: the same order for the same pair (the
+// generator's seeding mixes the bits, so neighbouring seeds give unrelated orders).
 template <class T>
 void shuffle(std::vector<T>& v, uint64_t seed, int64_t epoch) {
-  Generator g(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 7919 + 1);
+  Generator g(seed + static_cast<uint64_t>(epoch));
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[g.next_u64() % i]);
 }
 }  // namespace

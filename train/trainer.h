@@ -163,6 +163,7 @@ class Trainer {
   // Appends a line to metrics.jsonl (and the history) at the current step, e.g. a final BLEU.
   void log(const std::string& kind, const std::vector<std::pair<std::string, double>>& values);
 
+  double seconds() const { return elapsed(); }  // training time so far, resumed runs included
   const TrainState& state() const { return state_; }
   TrainState& state() { return state_; }
   const History& history() const { return state_.history; }
