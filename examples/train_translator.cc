@@ -291,8 +291,10 @@ int run(int argc, char** argv) {
                              trainer.state().seconds / 60, result.message));
   if (!final_line.empty()) html.paragraph(final_line + ".");
   tg::train::add_training_charts(html, trainer.history(), "nats/token (train: label-smoothed)");
-  html.heading("sample translations (beam search)");
-  html.table({"source", "reference", "output"}, rows);
+  if (!rows.empty()) {
+    html.heading("sample translations (beam search)");
+    html.table({"source", "reference", "output"}, rows);
+  }
   if (nsamples > 0) {
     const std::string& s = valid_src_text[0];
     std::vector<int64_t> src_ids = src_tok->encode(s);
