@@ -163,8 +163,9 @@ int run(int argc, char** argv) {
   if (o.resume) {
     tok = tg::text::Tokenizer::load_in(o.out).value();
   } else {
-    std::vector<std::string> lines = tg::text::parse_lines(train_text, o.text).value();
-    if (o.tokenizer == "char") lines = {train_text};  // every character, line breaks included
+    // The char tokenizer counts every character, line breaks included; SentencePiece learns from lines.
+    const std::vector<std::string> lines =
+        o.tokenizer == "char" ? std::vector<std::string>{train_text} : tg::text::parse_lines(train_text, o.text).value();
     tok = tg::text::Tokenizer::train(o.tokenizer, lines, {.vocab_size = o.tokenizer == "char" ? (int64_t{1} << 20) : o.vocab, .min_count = 1,
                                                           .keep_newlines = true}).value();
     tok->save_in(o.out).or_throw();

@@ -73,18 +73,11 @@ std::string normalise(std::string_view w, bool lowercase) {
   return out;
 }
 
-// The words of a line: split on spaces, tabs and carriage returns (as the original), then normalised.
+// The words of a line: split on whitespace as the original does (tg::whitespace_tokens), then normalised.
 std::vector<std::string> words_of(std::string_view line, bool lowercase) {
   std::vector<std::string> out;
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
-    size_t j = i;
-    while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
-    if (j > i)
-      if (std::string w = normalise(line.substr(i, j - i), lowercase); !w.empty()) out.push_back(std::move(w));
-    i = j;
-  }
+  for (const std::string& t : tg::whitespace_tokens(std::string(line)))
+    if (std::string w = normalise(t, lowercase); !w.empty()) out.push_back(std::move(w));
   return out;
 }
 
@@ -304,9 +297,7 @@ int run(int argc, char** argv) {
   if (fs::is_directory(out_path)) tg::cli::fail(fmt::format("--output {} is a folder; give the vectors' file name", o.output));
   if (fs::exists(out_path) && !o.overwrite)
     tg::cli::fail(fmt::format("{} exists (an earlier run's vectors); pass --overwrite to replace it, or another --output", o.output));
-  // (check_run_dir's own message offers --resume, which this program does not have.)
-  if (!tg::train::check_run_dir(dir, /*resume=*/false, o.overwrite).ok())
-    tg::cli::fail(fmt::format("{}: holds an earlier run (metrics.jsonl); pass --overwrite to replace it, or another --output", dir));
+  tg::train::check_run_dir(dir, /*resume=*/false, o.overwrite, /*can_resume=*/false).or_throw();
 
   // Evaluation files first: a bad one fails now, not after training.
   const std::vector<Question> questions = o.analogies.empty() ? std::vector<Question>{} : read_analogies(o.analogies, o.lowercase);

@@ -181,7 +181,7 @@ std::vector<fs::path> earlier_run(const std::string& dir) {
 }
 }  // namespace
 
-Status check_run_dir(const std::string& dir, bool resume, bool overwrite) {
+Status check_run_dir(const std::string& dir, bool resume, bool overwrite, bool can_resume) {
   if (resume && overwrite) return Status::error("--resume and --overwrite exclude each other");
   const std::vector<fs::path> earlier = earlier_run(dir);
   if (resume) {
@@ -190,8 +190,9 @@ Status check_run_dir(const std::string& dir, bool resume, bool overwrite) {
     return io_error("{}: no checkpoint-*.safetensors to resume from", dir);
   }
   if (!earlier.empty() && !overwrite)
-    return io_error("{}: holds an earlier run ({}); continue it (--resume) or replace it on purpose (--overwrite)", dir,
-                    earlier.front().filename().string());
+    return io_error("{}: holds an earlier run ({}); {}", dir, earlier.front().filename().string(),
+                    can_resume ? "continue it (--resume) or replace it on purpose (--overwrite)"
+                               : "replace it on purpose (--overwrite) or choose another folder");
   return {};
 }
 

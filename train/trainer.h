@@ -198,8 +198,9 @@ struct CrossEntropyStep {
 };
 
 // What a program checks before it reads data or writes anything into a run folder: with resume,
-// that DIR holds a checkpoint; otherwise that it holds no earlier run, unless overwrite.
-Status check_run_dir(const std::string& dir, bool resume, bool overwrite);
+// that DIR holds a checkpoint; otherwise that it holds no earlier run, unless overwrite. The
+// refusal names --overwrite, and --resume too when the program can resume.
+Status check_run_dir(const std::string& dir, bool resume, bool overwrite, bool can_resume = true);
 
 // Deletes the `*.tmp-XXXXXX` files that interrupted atomic writes left in a folder.
 void remove_stale_temporaries(const std::string& dir);

@@ -31,9 +31,7 @@ int main(int argc, char** argv) {
     flags.parse(argc, argv).or_throw();
     if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
     tg::make_dirs(o.out).or_throw();
-    // (check_run_dir's own message offers --resume, which this program does not have.)
-    if (!tg::train::check_run_dir(o.out, /*resume=*/false, o.overwrite).ok())
-      tg::cli::fail(fmt::format("{}: holds an earlier run (metrics.jsonl); pass --overwrite to replace it, or another --out", o.out));
+    tg::train::check_run_dir(o.out, /*resume=*/false, o.overwrite, /*can_resume=*/false).or_throw();
 
     explain::Context ctx = explain::load(o);
     tg::report::Html html("explain_attention: how attention learns");
