@@ -11,6 +11,7 @@
 #include "autodiff/engine.h"
 #include "autodiff/function.h"
 #include "autodiff/gradcheck.h"
+#include "graph/build_info.h"
 #include "graph/factory.h"
 #include "graph/format.h"
 #include "graph/node.h"

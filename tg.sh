@@ -2,8 +2,10 @@
 # tapegrad's one entry point. On a fresh Debian 12 machine:
 #   ./tg.sh run     install what is missing, build, run the main example
 #   ./tg.sh test    install what is missing, build, run every test
-# Also: ./tg.sh test --sanitize (ASan + UBSan build), ./tg.sh test --arch avx2|sse (portable
-# builds), ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch).
+# Also: ./tg.sh test --sanitize (ASan + UBSan build), ./tg.sh test --arch portable|baseline
+# (x86-64-v3 or x86-64 builds), ./tg.sh test --debug (Debug build), ./tg.sh consumers (a project of
+# a user's own built against tapegrad three ways: find_package, pkg-config, add_subdirectory),
+# ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -79,6 +81,8 @@ case "$cmd" in
         --sanitize) dir=build-asan; opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_BUILD_BENCH=OFF)
                     exclude=(-E '^Train\.EncoderDecoderLearnsToReverseDigits$') ;;
         --arch) shift; dir=build-$1; opts=(-DCMAKE_BUILD_TYPE=Release -DTG_ARCH="$1" -DTG_BUILD_BENCH=OFF) ;;
+        --debug) dir=build-debug; opts=(-DCMAKE_BUILD_TYPE=Debug -DTG_BUILD_BENCH=OFF)
+                 exclude=(-E '^Train\.EncoderDecoderLearnsToReverseDigits$') ;;
         *) echo "unknown option $1"; exit 2 ;;
       esac
       shift
@@ -87,6 +91,12 @@ case "$cmd" in
     ./"$dir"/custom_op > /dev/null
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600 "${exclude[@]}"
+    ;;
+  consumers)
+    install_missing "${PACKAGES[@]}"
+    [ -f build/CMakeCache.txt ] || build build -DCMAKE_BUILD_TYPE=Release
+    cmake --build build -j"$JOBS"
+    bash tests/consumer_test.sh build
     ;;
   data)
     prepare_data
@@ -98,5 +108,5 @@ case "$cmd" in
     bench/compare_ops.sh build/tg_bench
     ;;
   *)
-    echo "usage: ./tg.sh run | test [--sanitize | --arch native|avx2|sse] | bench | data"; exit 2 ;;
+    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | consumers | bench | data"; exit 2 ;;
 esac

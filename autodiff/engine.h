@@ -2,7 +2,7 @@
 // The backward engine: loss.backward() and the functional tg::grad.
 #include <vector>
 
-#include "graph/node.h"
+#include "../graph/node.h"
 
 namespace tg {
 

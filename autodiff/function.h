@@ -15,4 +15,4 @@
 // want a gradient; node.output() is the op's output when record(..., save_output=true)).
 // It returns one gradient per input (an undefined Tensor for "none"), shaped like that input.
 // Check it with tg::gradcheck.
-#include "graph/node.h"
+#include "../graph/node.h"

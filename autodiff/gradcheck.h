@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg {
 

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <iterator>
 
-#include "tapegrad.h"
+#include <tapegrad/tapegrad.h>
 
 int main(int argc, char** argv) {
   return tg::cli::run_main(argc, argv, [&] {

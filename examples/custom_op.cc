@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include "tapegrad.h"
+#include <tapegrad/tapegrad.h>
 
 using tg::Tensor;
 

@@ -3,7 +3,7 @@
 
 #include <fmt/core.h>
 
-#include "tapegrad.h"
+#include <tapegrad/tapegrad.h>
 
 int main(int argc, char** argv) {
   using tg::Tensor;

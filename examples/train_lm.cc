@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tapegrad.h"
+#include <tapegrad/tapegrad.h>
 
 using tg::Tensor;
 

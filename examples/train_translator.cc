@@ -13,8 +13,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "examples/translator.h"
-#include "tapegrad.h"
+#include "translator.h"
+#include <tapegrad/tapegrad.h>
 
 using tg::Tensor;
 

@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "tapegrad.h"
+#include <tapegrad/tapegrad.h>
 
 namespace {
 

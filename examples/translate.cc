@@ -4,8 +4,8 @@
 #include <iostream>
 #include <string>
 
-#include "examples/translator.h"
-#include "tapegrad.h"
+#include "translator.h"
+#include <tapegrad/tapegrad.h>
 
 int main(int argc, char** argv) {
   return tg::cli::run_main(argc, argv, [&] {

@@ -1,4 +1,4 @@
-#include "examples/translator.h"
+#include "translator.h"
 
 #include <algorithm>
 

@@ -7,8 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "tapegrad.h"
-#include "text/tokenizer.h"
+#include <tapegrad/tapegrad.h>
 
 namespace translator {
 

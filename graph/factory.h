@@ -3,7 +3,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "graph/tensor.h"
+#include "tensor.h"
 
 namespace tg {
 

@@ -5,19 +5,16 @@
 // Large tensors (over 1000 elements) show the first and last 3 entries of each dimension.
 #include <string>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
-#include "graph/tensor.h"
+#include "tensor.h"
 
 namespace tg {
 std::string to_string(const Tensor& t);
 }
 
 template <>
-struct fmt::formatter<tg::Tensor> : fmt::formatter<std::string_view> {
+struct fmt::formatter<tg::Tensor> : tg::detail::StringFormatter {
   template <class Ctx>
-  auto format(const tg::Tensor& t, Ctx& ctx) const {
-    std::string s = tg::to_string(t);
-    return fmt::formatter<std::string_view>::format(s, ctx);
-  }
+  auto format(const tg::Tensor& t, Ctx& ctx) const { return write(tg::to_string(t), ctx); }
 };

@@ -18,7 +18,7 @@ std::atomic<uint64_t> g_seq{0};
 // instead: nested destructors move what they own into it and return.
 struct Deferred {
   BackwardFn fn;
-  absl::InlinedVector<Edge, 2> edges;
+  SmallVector<Edge, 2> edges;
   std::vector<GradHook> hooks;
 };
 thread_local std::vector<Deferred>* t_teardown = nullptr;
@@ -99,7 +99,7 @@ void check_finite(const Tensor& t, const char* op, const char* what) {
   });
 }
 
-Tensor record_node(const char* op, Tensor out, absl::Span<const Tensor> inputs, BackwardFn fn,
+Tensor record_node(const char* op, Tensor out, TensorList inputs, BackwardFn fn,
                    bool save_output) {
   auto node = std::allocate_shared<Node>(detail::PoolAllocator<Node>{}, op, std::move(fn));
   node->edges_.reserve(inputs.size());

@@ -10,15 +10,35 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <vector>
 
-#include <absl/container/inlined_vector.h>
-#include <absl/types/span.h>
-
-#include "graph/tensor.h"
+#include "small_vector.h"
+#include "tensor.h"
 
 namespace tg {
 
-using Grads = absl::InlinedVector<Tensor, 3>;
+// The gradients a backward function returns, one per input (undefined where not needed).
+using Grads = SmallVector<Tensor, 3>;
+
+// A read-only view of the tensors an op records as its inputs: `{a, b}`, a std::vector<Tensor> or
+// Grads. It does not own them; it lives for the duration of the call it is passed to.
+class TensorList {
+ public:
+  TensorList(std::initializer_list<Tensor> l) : TensorList(l.begin(), l.size()) {}
+  TensorList(const std::vector<Tensor>& v) : data_(v.data()), size_(v.size()) {}
+  template <size_t N>
+  TensorList(const SmallVector<Tensor, N>& v) : data_(v.data()), size_(v.size()) {}
+  TensorList(const Tensor* data, size_t size) : data_(data), size_(size) {}
+  const Tensor* begin() const { return data_; }
+  const Tensor* end() const { return data_ + size_; }
+  const Tensor& operator[](size_t i) const { return data_[i]; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  const Tensor* data_;
+  size_t size_;
+};
 class Node;
 
 // A backward function: Grads(const Tensor& grad, const Node& node), where grad is the gradient of
@@ -128,13 +148,13 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<GradHook>& pre_hooks() { return pre_hooks_; }
 
  private:
-  friend Tensor record_node(const char*, Tensor, absl::Span<const Tensor>, BackwardFn, bool);
+  friend Tensor record_node(const char*, Tensor, TensorList, BackwardFn, bool);
   static uint64_t next_seq();
 
   const char* name_;
   BackwardFn fn_;
   uint64_t seq_;
-  absl::InlinedVector<Edge, 2> edges_;
+  SmallVector<Edge, 2> edges_;
   Shape out_shape_;
   DType out_dtype_ = DType::Float32;
   std::shared_ptr<Storage> saved_out_;
@@ -186,7 +206,7 @@ void set_current_backward_op(const char* op);
 void check_finite(const Tensor& t, const char* op, const char* what);
 
 // True when grad mode is on and any input requires grad.
-inline bool needs_record(absl::Span<const Tensor> inputs) {
+inline bool needs_record(TensorList inputs) {
   if (!grad_enabled()) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
@@ -195,11 +215,11 @@ inline bool needs_record(absl::Span<const Tensor> inputs) {
 
 // Attaches a node to `out` (when needed) and returns it. This is the one place every op,
 // library or user-defined, goes through: custom ops call it exactly as the built-ins do.
-Tensor record_node(const char* op, Tensor out, absl::Span<const Tensor> inputs, BackwardFn fn,
+Tensor record_node(const char* op, Tensor out, TensorList inputs, BackwardFn fn,
                    bool save_output);
 
 template <class F>
-Tensor record(const char* op, Tensor out, absl::Span<const Tensor> inputs, F&& backward,
+Tensor record(const char* op, Tensor out, TensorList inputs, F&& backward,
               bool save_output = false) {
   if (anomaly_enabled()) check_finite(out, op, "forward");
   if (!needs_record(inputs)) return out;

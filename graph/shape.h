@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
-#include <absl/container/inlined_vector.h>
-#include <fmt/format.h>
+#include <fmt/core.h>
+
+#include "small_vector.h"
 
 namespace tg {
 
@@ -27,9 +29,9 @@ template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
 
 // Dimensions of a tensor, outermost first. Rank 0 (empty) is a scalar.
-class Shape : public absl::InlinedVector<int64_t, 6> {
+class Shape : public SmallVector<int64_t, 6> {
  public:
-  using Base = absl::InlinedVector<int64_t, 6>;
+  using Base = SmallVector<int64_t, 6>;
   using Base::Base;
   Shape(std::initializer_list<int64_t> dims) : Base(dims) {}
   int64_t numel() const;
@@ -44,18 +46,36 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const char* op);
 
 }  // namespace tg
 
-template <>
-struct fmt::formatter<tg::Shape> : fmt::formatter<std::string_view> {
+namespace tg::detail {
+// fmt support for our types through their string form, with the usual string specs ("{:>12}"),
+// that needs only <fmt/core.h> (<fmt/format.h> would double a user's compile time).
+struct StringFormatter {
+  char spec[32] = "{:";  // "{:" + the spec + "}", for fmt::runtime
+  constexpr auto parse(fmt::format_parse_context& ctx) {
+    auto it = ctx.begin();
+    size_t n = 2;
+    for (; it != ctx.end() && *it != '}'; ++it) {
+      if (n + 2 >= sizeof spec) ctx.on_error("format spec too long");
+      spec[n++] = *it;
+    }
+    spec[n++] = '}';
+    spec[n] = '\0';
+    return it;
+  }
   template <class Ctx>
-  auto format(const tg::Shape& s, Ctx& ctx) const {
-    std::string str = s.str();
-    return fmt::formatter<std::string_view>::format(str, ctx);
+  auto write(std::string_view s, Ctx& ctx) const {
+    return fmt::format_to(ctx.out(), fmt::runtime(spec), s);
   }
 };
+}  // namespace tg::detail
+
 template <>
-struct fmt::formatter<tg::DType> : fmt::formatter<std::string_view> {
+struct fmt::formatter<tg::Shape> : tg::detail::StringFormatter {
   template <class Ctx>
-  auto format(tg::DType d, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(tg::dtype_name(d), ctx);
-  }
+  auto format(const tg::Shape& s, Ctx& ctx) const { return write(s.str(), ctx); }
+};
+template <>
+struct fmt::formatter<tg::DType> : tg::detail::StringFormatter {
+  template <class Ctx>
+  auto format(tg::DType d, Ctx& ctx) const { return write(tg::dtype_name(d), ctx); }
 };

@@ -10,8 +10,15 @@
 
 #include <absl/container/flat_hash_map.h>
 
+namespace tg::detail {
+extern const char kCpuCheckLinked;  // graph/cpu_check.cc
+}  // namespace tg::detail
+
 namespace tg {
 namespace {
+
+// Pulls graph/cpu_check.cc into every static link, so that its load-time CPU check always runs.
+[[gnu::used]] const char* const kKeepCpuCheck = &detail::kCpuCheckLinked;
 
 constexpr size_t kAlign = 64;
 // Small buffers come straight from malloc (fast for those sizes); large ones are cached.

@@ -8,6 +8,19 @@
 
 namespace tg {
 
+namespace detail {
+void fail_undefined_tensor() {
+  fail("tensor", "use of an undefined Tensor (default-constructed or moved-from)");
+}
+void fail_wrong_dtype(DType have, DType want) {
+  fail("data", "tensor has dtype {}, requested {}", have, want);
+}
+void fail_unsupported_dtype(const char* op, DType d) {
+  fail(op, "dtype {} is not supported (expected float32 or float64)", d);
+}
+}  // namespace detail
+
+
 std::shared_ptr<TensorImpl> make_tensor_impl() {
   return std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>{});
 }

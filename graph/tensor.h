@@ -11,14 +11,23 @@
 #include <string>
 #include <vector>
 
-#include "graph/error.h"
-#include "graph/shape.h"
-#include "graph/storage.h"
+#include "error.h"
+#include "shape.h"
+#include "storage.h"
 
 namespace tg {
 
 class Node;
 class Tensor;
+
+namespace detail {
+// The errors of the inline accessors below, out of line: checking a format string in every user
+// file that includes this header would cost compile time.
+[[noreturn]] void fail_undefined_tensor();
+[[noreturn]] void fail_wrong_dtype(DType have, DType want);
+[[noreturn]] void fail_unsupported_dtype(const char* op, DType d);
+}  // namespace detail
+
 struct TensorImpl;
 
 // A gradient hook: receives the gradient, returns a replacement or an undefined Tensor to keep it.
@@ -117,7 +126,7 @@ class Tensor {
   Tensor contiguous() const { return *this; }
 
   TensorImpl& impl() const {
-    TG_CHECK(impl_, "tensor", "use of an undefined Tensor (default-constructed or moved-from)");
+    if (!impl_) [[unlikely]] detail::fail_undefined_tensor();
     return *impl_;
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -129,7 +138,7 @@ class Tensor {
 
 template <class T>
 T* Tensor::data() const {
-  TG_CHECK(dtype() == dtype_of<T>(), "data", "tensor has dtype {}, requested {}", dtype(), dtype_of<T>());
+  if (dtype() != dtype_of<T>()) [[unlikely]] detail::fail_wrong_dtype(dtype(), dtype_of<T>());
   return static_cast<T*>(impl().storage->data()) + impl().offset;
 }
 
@@ -142,7 +151,7 @@ decltype(auto) dispatch_float(DType d, const char* op, F&& f) {
     case DType::Float64: return f(double{});
     default: break;
   }
-  detail::fail(op, "dtype {} is not supported (expected float32 or float64)", d);
+  detail::fail_unsupported_dtype(op, d);
 }
 
 }  // namespace tg

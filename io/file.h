@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/status.h"
+#include "status.h"
 
 namespace tg {
 

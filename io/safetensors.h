@@ -14,9 +14,9 @@
 #include <string>
 #include <string_view>
 
-#include "io/file.h"
-#include "io/state_dict.h"
-#include "io/status.h"
+#include "file.h"
+#include "state_dict.h"
+#include "status.h"
 
 namespace tg {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "graph/error.h"
+#include "../graph/error.h"
 
 namespace tg {
 

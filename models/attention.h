@@ -9,8 +9,8 @@
 // embedding table. The h heads are the h slices of width d_k = d_model / h of their outputs.
 #include <memory>
 
-#include "models/layers.h"
-#include "ops/attention.h"
+#include "layers.h"
+#include "../ops/attention.h"
 
 namespace tg {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph/random.h"
-#include "models/transformer.h"
+#include "../graph/random.h"
+#include "transformer.h"
 
 namespace tg {
 

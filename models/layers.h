@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "models/module.h"
-#include "ops/nn.h"
+#include "module.h"
+#include "../ops/nn.h"
 
 namespace tg {
 

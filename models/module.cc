@@ -10,6 +10,8 @@
 
 namespace tg {
 
+Module::~Module() = default;
+
 static void check_name(const std::string& name, const char* what) {
   TG_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module",
            "{} name '{}' must be non-empty and contain no '.'", what, name);

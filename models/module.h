@@ -17,15 +17,15 @@
 #include <utility>
 #include <vector>
 
-#include "graph/tensor.h"
-#include "io/state_dict.h"
+#include "../graph/tensor.h"
+#include "../io/state_dict.h"
 
 namespace tg {
 
 class Module {
  public:
   Module() = default;
-  virtual ~Module() = default;
+  virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 

@@ -2,8 +2,8 @@
 // A module's parameters in a safetensors file, under their hierarchical names.
 #include <string>
 
-#include "io/safetensors.h"
-#include "models/module.h"
+#include "../io/safetensors.h"
+#include "module.h"
 
 namespace tg {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "models/attention.h"
-#include "models/layers.h"
+#include "attention.h"
+#include "layers.h"
 
 namespace tg {
 

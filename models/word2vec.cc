@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_cat.h>
 #include <fmt/format.h>
 

@@ -10,13 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include <absl/container/flat_hash_map.h>
-
-#include "graph/tensor.h"
-#include "io/status.h"
+#include "../graph/tensor.h"
+#include "../io/status.h"
 
 namespace tg {
 
@@ -37,7 +36,7 @@ class Vocabulary {
  private:
   std::vector<std::string> words_;
   std::vector<int64_t> counts_;
-  absl::flat_hash_map<std::string, int64_t> index_;
+  std::unordered_map<std::string, int64_t> index_;
   int64_t total_ = 0;
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 // Scaled dot-product attention: softmax(q kᵀ · scale + mask) v.
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg {
 

@@ -23,7 +23,7 @@ BroadcastPlan make_broadcast_plan(const Shape& out, std::initializer_list<Shape>
   const int64_t r = out.rank();
   TG_CHECK(r <= 16, "broadcast", "tensors of rank {} are not supported (at most 16 dimensions)", r);
   // Per-input strides in the output's index space (0 where broadcast).
-  absl::InlinedVector<Shape, 3> st;
+  SmallVector<Shape, 3> st;
   for (const Shape& s : inputs) {
     Shape cs = contiguous_strides(s);
     Shape full(static_cast<size_t>(r), 0);
@@ -35,7 +35,7 @@ BroadcastPlan make_broadcast_plan(const Shape& out, std::initializer_list<Shape>
   }
   // Merge adjacent dims where every input is contiguous across them; drop size-1 dims.
   Shape sizes;
-  absl::InlinedVector<Shape, 3> mst(st.size());
+  SmallVector<Shape, 3> mst(st.size());
   for (int64_t d = 0; d < r; ++d) {
     if (out[d] == 1) continue;
     bool merge = !sizes.empty();

@@ -3,8 +3,8 @@
 // in rows, with each input's offset, so kernels see plain runs (stride 0 or 1).
 #include <initializer_list>
 
-#include "graph/tensor.h"
-#include "ops/kernels/parallel.h"
+#include "../graph/tensor.h"
+#include "kernels/parallel.h"
 
 namespace tg {
 

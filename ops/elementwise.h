@@ -1,7 +1,7 @@
 #pragma once
 // Elementwise ops with NumPy broadcasting, tensor-scalar forms, unary math and masks.
 // float32 and float64 (mixed inputs promote to float64); comparisons return bool tensors.
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg {
 

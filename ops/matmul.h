@@ -1,5 +1,5 @@
 #pragma once
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg {
 

@@ -2,7 +2,7 @@
 // Neural-network ops: softmax family, losses, normalisation, dropout and attention masks.
 #include <optional>
 
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg {
 

@@ -1,8 +1,8 @@
 #pragma once
 // Helpers shared by the op families (not part of the public API).
-#include "graph/node.h"
-#include "ops/broadcast.h"
-#include "ops/kernels/elementwise.h"
+#include "../graph/node.h"
+#include "broadcast.h"
+#include "kernels/elementwise.h"
 
 namespace tg::detail {
 

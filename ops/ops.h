@@ -1,7 +1,7 @@
 #pragma once
-#include "ops/attention.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
-#include "ops/nn.h"
-#include "ops/reduce.h"
-#include "ops/shape_ops.h"
+#include "attention.h"
+#include "elementwise.h"
+#include "matmul.h"
+#include "nn.h"
+#include "reduce.h"
+#include "shape_ops.h"

@@ -4,7 +4,7 @@
 // public op (so gradients of gradients work).
 #include <vector>
 
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg {
 

@@ -9,6 +9,8 @@
 
 namespace tg {
 
+Optimizer::~Optimizer() = default;
+
 namespace k = kernels;
 
 namespace {

@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "io/state_dict.h"
+#include "../io/state_dict.h"
 
 namespace tg {
 
 class Optimizer {
  public:
   explicit Optimizer(NamedTensors params, double lr);
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   virtual void step() = 0;  // one update of every parameter that has a gradient
   void zero_grad();         // drops the gradients (set_to_none)
   double lr() const { return lr_; }

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "graph/tensor.h"
-#include "text/readers.h"
-#include "text/tokenizer.h"
+#include "../graph/tensor.h"
+#include "readers.h"
+#include "tokenizer.h"
 
 namespace tg::text {
 

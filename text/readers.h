@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/status.h"
+#include "../io/status.h"
 
 namespace tg::text {
 

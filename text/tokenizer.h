@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "io/status.h"
-#include "text/vocabulary.h"  // kPad, kBos, kEos, kUnk
+#include "../io/status.h"
+#include "vocabulary.h"  // kPad, kBos, kEos, kUnk
 
 namespace tg::text {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "text/tokenizer.h"
+#include "tokenizer.h"
 
 namespace tg::text::internal {
 

@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "graph/random.h"
-#include "io/safetensors.h"
-#include "models/module.h"
-#include "optim/optimizer.h"
+#include "../graph/random.h"
+#include "../io/safetensors.h"
+#include "../models/module.h"
+#include "../optim/optimizer.h"
 
 namespace tg::train {
 

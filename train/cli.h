@@ -40,7 +40,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io/status.h"
+#include "../io/status.h"
 
 namespace tg::cli {
 

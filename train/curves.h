@@ -4,8 +4,8 @@
 // other validation metric (BLEU, accuracy, ...).
 #include <string>
 
-#include "train/checkpoint.h"
-#include "train/report.h"
+#include "checkpoint.h"
+#include "report.h"
 
 namespace tg::train {
 

@@ -1,6 +1,7 @@
 #include "train/progress.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <sys/ioctl.h>
@@ -68,13 +69,19 @@ std::string fit(const std::string& s, size_t columns) {
 
 }  // namespace
 
+namespace {
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
 Progress::Progress(int64_t total, std::string label, std::string unit)
     : total_(std::max<int64_t>(total, 1)),
       label_(std::move(label)),
       unit_(std::move(unit)),
       tty_(::isatty(::fileno(stderr)) != 0),
-      start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {}
+      start_s_(steady_seconds()),
+      last_draw_s_(start_s_) {}
 
 Progress::~Progress() {
   if (tty_ && drawn_ && !finished_) {
@@ -83,19 +90,19 @@ Progress::~Progress() {
   }
 }
 
-double Progress::elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+double Progress::elapsed() const { return steady_seconds() - start_s_; }
 
 void Progress::update(int64_t done, const std::string& extra, int64_t units_done) {
   done_ = done;
   units_ = units_done;
   updated_ = true;
   if (finished_) return;
-  const auto now = std::chrono::steady_clock::now();
+  const double now = steady_seconds();
   // A terminal: 10 redraws a second at most (the first and the last at once). A log: one line per
   // ~10 s (the last comes from finish()).
-  const auto gap = tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10'000);
-  if (now - last_draw_ < gap && !(tty_ && (!drawn_ || done >= total_))) return;
-  last_draw_ = now;
+  const double gap = tty_ ? 0.1 : 10.0;
+  if (now - last_draw_s_ < gap && !(tty_ && (!drawn_ || done >= total_))) return;
+  last_draw_s_ = now;
   draw(extra, false);
 }
 

@@ -13,7 +13,6 @@
 //     progress.update(s + 1, fmt::format("loss {:.3f}", loss), tokens);
 //   }
 //   progress.finish(fmt::format("loss {:.3f}", loss));
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -57,7 +56,7 @@ class Progress {
   std::string label_, unit_;
   std::FILE* out_ = stderr;
   bool tty_ = false, drawn_ = false, finished_ = false, updated_ = false;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  double start_s_, last_draw_s_;  // steady-clock seconds
 };
 
 }  // namespace tg::train

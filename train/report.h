@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/status.h"
+#include "../io/status.h"
 
 namespace tg::report {
 

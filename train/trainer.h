@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "models/module.h"
-#include "optim/optimizer.h"
-#include "train/checkpoint.h"
+#include "../models/module.h"
+#include "../optim/optimizer.h"
+#include "checkpoint.h"
 
 namespace tg::train {
 

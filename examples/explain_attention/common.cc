@@ -1,4 +1,4 @@
-#include "examples/explain_attention/common.h"
+#include "common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "examples/translator.h"
+#include "../translator.h"
 
 namespace explain {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "tapegrad.h"
+#include <tapegrad/tapegrad.h>
 
 namespace explain {
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "examples/explain_attention/common.h"
+#include "common.h"
 
 namespace explain {
 

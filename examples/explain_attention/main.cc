@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "examples/explain_attention/common.h"
+#include "common.h"
 
 int main(int argc, char** argv) {
   return tg::cli::run_main(argc, argv, [&] {

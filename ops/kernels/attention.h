@@ -13,8 +13,8 @@
 #include <limits>
 #include <vector>
 
-#include "ops/kernels/gemm.h"
-#include "ops/kernels/softmax.h"
+#include "gemm.h"
+#include "softmax.h"
 
 namespace tg::kernels {
 

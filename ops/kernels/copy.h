@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "graph/error.h"
-#include "graph/shape.h"
-#include "ops/kernels/parallel.h"
+#include "../../graph/error.h"
+#include "../../graph/shape.h"
+#include "parallel.h"
 
 namespace tg::kernels {
 

@@ -10,7 +10,7 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "ops/kernels/parallel.h"
+#include "parallel.h"
 
 namespace tg::kernels {
 

@@ -20,7 +20,7 @@
 #include <cstring>
 #include <memory>
 
-#include "ops/kernels/elementwise.h"
+#include "elementwise.h"
 
 #ifndef TG_GEMM_MR
 #define TG_GEMM_MR 8

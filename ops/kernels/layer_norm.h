@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/kernels/reduce.h"
+#include "reduce.h"
 
 namespace tg::kernels {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/kernels/elementwise.h"
+#include "elementwise.h"
 
 namespace tg::kernels {
 

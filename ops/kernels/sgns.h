@@ -8,7 +8,7 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "ops/kernels/parallel.h"
+#include "parallel.h"
 
 namespace tg::kernels {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/kernels/reduce.h"
+#include "reduce.h"
 
 namespace tg::kernels {
 

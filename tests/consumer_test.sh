@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# tapegrad used by a project of a user's own, outside this tree, the three ways the README shows:
+#   1. find_package(tapegrad) against an install prefix (cmake --install of BUILD_DIR),
+#   2. pkg-config, with one compiler line,
+#   3. add_subdirectory(tapegrad): a Debug, shared (libtapegrad.so), baseline x86-64 build of the
+#      library whose unit tests run there too.
+# Each builds consumer/main.cc (a custom op, gradchecked, in the user's own model, trained by the
+# library's loop; it exits non-zero unless the loss falls) and runs it. The README's copies of
+# those files must equal them, and the consumer's own compile lines must carry no -march and no
+# -Werror. Usage: tests/consumer_test.sh BUILD_DIR   (a built top-level tapegrad)
+set -euo pipefail
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$(cd "${1:?usage: tests/consumer_test.sh BUILD_DIR}" && pwd)
+JOBS=$(nproc 2>/dev/null || echo 2)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tapegrad-consumer.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+step() { echo "== consumer: $*"; }
+fail() { echo "FAIL: consumer: $*"; exit 1; }
+
+# The README's blocks marked <!-- file: PATH --> are PATH, to the letter.
+step "README blocks equal the files CI builds"
+for path in $(grep -o '<!-- file: [^ ]* -->' "$SRC/README.md" | sed 's/<!-- file: \(.*\) -->/\1/'); do
+  awk -v marker="<!-- file: $path -->" '$0 == marker {found = 1; next}
+    found == 1 && /^```/ {found = 2; next} found == 2 && /^```$/ {exit} found == 2 {print}' \
+    "$SRC/README.md" > "$WORK/readme_block"
+  diff -u "$SRC/$path" "$WORK/readme_block" > "$WORK/diff" || { cat "$WORK/diff"; fail "README's $path differs"; }
+  echo "ok: README = $path"
+done
+grep -q '<!-- file: consumer/main.cc -->' "$SRC/README.md" || fail "README has no consumer/main.cc block"
+
+# A user's compile line for main.cc must not inherit tapegrad's tuning or warning flags.
+check_own_flags() {  # compile_commands.json main.cc
+  local line
+  line=$(grep '"command"' "$1" | grep -F "$2" || true)
+  [ -n "$line" ] || fail "no compile command for $2 in $1"
+  if grep -qE -- '-march|-Werror|-Wall|-Wextra' <<<"$line"; then fail "main.cc's compile line carries tapegrad's flags: $line"; fi
+  echo "ok: main.cc compiled without -march, -Werror or tapegrad's warnings"
+}
+
+step "install"
+cmake --install "$BUILD" --prefix "$WORK/prefix" > "$WORK/install.log"
+PREFIX=$WORK/prefix
+[ -f "$PREFIX/include/tapegrad/tapegrad.h" ] || fail "no include/tapegrad/tapegrad.h in the install"
+ls "$PREFIX"/lib*/libtapegrad.* > /dev/null || fail "no libtapegrad in the install"
+if ls "$PREFIX"/lib*/libtg_* > /dev/null 2>&1; then fail "the install has more than one library"; fi
+if grep -rqF "$SRC" "$PREFIX"/lib*/cmake/tapegrad "$PREFIX"/lib*/pkgconfig; then fail "the installed package refers to the source tree"; fi
+# Every installed header compiles on its own, and none pulls in Abseil, xsimd, SentencePiece or
+# nlohmann-json (those stay inside the library).
+for h in $(cd "$PREFIX/include" && find tapegrad -name '*.h' | sort); do
+  echo "#include <$h>" | g++ -std=c++20 -fsyntax-only -I"$PREFIX/include" -x c++ - || fail "$h does not compile on its own"
+done
+deps=$(echo '#include <tapegrad/tapegrad.h>' | g++ -std=c++20 -M -I"$PREFIX/include" -x c++ - | tr ' ' '\n' | grep -E 'absl|xsimd|sentencepiece|nlohmann' || true)
+[ -z "$deps" ] || fail "the installed headers include: $deps"
+echo "ok: $(find "$PREFIX/include/tapegrad" -name '*.h' | wc -l) headers, each self-contained; no Abseil, xsimd, SentencePiece or nlohmann-json"
+
+step "find_package against $PREFIX"
+mkdir -p "$WORK/fp"
+cp "$SRC/consumer/main.cc" "$SRC/consumer/find_package/CMakeLists.txt" "$WORK/fp/"
+cmake -S "$WORK/fp" -B "$WORK/fp/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$WORK/fp.log" || { cat "$WORK/fp.log"; fail "find_package configure"; }
+cmake --build "$WORK/fp/build" -j"$JOBS" > "$WORK/fp-build.log" || { cat "$WORK/fp-build.log"; fail "find_package build"; }
+check_own_flags "$WORK/fp/build/compile_commands.json" "$WORK/fp/main.cc"
+"$WORK/fp/build/my_model" || fail "find_package: my_model"
+
+step "pkg-config, one compiler line"
+mkdir -p "$WORK/pc"
+cp "$SRC/consumer/main.cc" "$WORK/pc/"
+export PKG_CONFIG_PATH="$(dirname "$(ls -d "$PREFIX"/lib*/pkgconfig/tapegrad.pc)")"
+echo "tapegrad.pc: arch=$(pkg-config --variable=arch tapegrad), version $(pkg-config --modversion tapegrad)"
+# The README's line (a static libtapegrad.a needs --static for Abseil and SentencePiece):
+(cd "$WORK/pc" && g++ -std=c++20 -O2 main.cc -o my_model $(pkg-config --cflags --libs --static tapegrad)) ||
+  fail "pkg-config build"
+"$WORK/pc/my_model" || fail "pkg-config: my_model"
+
+step "add_subdirectory: Debug, BUILD_SHARED_LIBS=ON, TG_ARCH=baseline, with tapegrad's unit tests"
+mkdir -p "$WORK/as"
+cp "$SRC/consumer/main.cc" "$SRC/consumer/add_subdirectory/CMakeLists.txt" "$WORK/as/"
+ln -s "$SRC" "$WORK/as/tapegrad"
+cmake -S "$WORK/as" -B "$WORK/as/build" -DCMAKE_BUILD_TYPE=Debug -DBUILD_SHARED_LIBS=ON -DTG_ARCH=baseline \
+  -DTG_BUILD_TESTS=ON -DTG_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$WORK/as.log" ||
+  { cat "$WORK/as.log"; fail "add_subdirectory configure"; }
+cmake --build "$WORK/as/build" -j"$JOBS" > "$WORK/as-build.log" || { tail -40 "$WORK/as-build.log"; fail "add_subdirectory build"; }
+check_own_flags "$WORK/as/build/compile_commands.json" "$WORK/as/main.cc"
+so=$(ls "$WORK"/as/build/tapegrad/libtapegrad.so.*.*.* 2>/dev/null | head -1)
+[ -n "$so" ] || fail "no versioned libtapegrad.so"
+soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
+echo "ok: $(basename "$so"), SONAME $soname"
+ldd "$WORK/as/build/my_model" | grep -q "$soname" || fail "my_model does not load $soname"
+"$WORK/as/build/my_model" || fail "add_subdirectory: my_model"
+# The unit tests of that Debug, shared, baseline build (the long convergence run stays in the
+# optimized builds).
+ctest --test-dir "$WORK/as/build/tapegrad" --output-on-failure -j"$JOBS" --timeout 600 \
+  -E '^Train\.EncoderDecoderLearnsToReverseDigits$' || fail "unit tests in the add_subdirectory build"
+echo "== consumer: all three ways build, run and train"
