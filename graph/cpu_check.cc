@@ -28,7 +28,8 @@ bool cpu_supports(const char* f) {
   TG_CPU_FEATURE("avx512dq") TG_CPU_FEATURE("avx512vl") TG_CPU_FEATURE("avx512cd")
   TG_CPU_FEATURE("avx512vnni") TG_CPU_FEATURE("avx512bf16") TG_CPU_FEATURE("avx512vbmi")
   TG_CPU_FEATURE("avx512vbmi2") TG_CPU_FEATURE("avx512ifma") TG_CPU_FEATURE("avx512bitalg")
-  TG_CPU_FEATURE("avx512vpopcntdq")
+  TG_CPU_FEATURE("avx512vpopcntdq") TG_CPU_FEATURE("avx512fp16")
+  TG_CPU_FEATURE("avx512vp2intersect") TG_CPU_FEATURE("avxvnni")
 #undef TG_CPU_FEATURE
 #endif
   (void)f;

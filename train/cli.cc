@@ -335,6 +335,8 @@ std::string Flags::usage() const {
 
 Status Flags::parse(int argc, char** argv) {
   for (auto& f : flags_) f->spec_->given = false;
+  // A program that does not go through run_main() still gets "program: message" from fail().
+  if (g_program.empty()) g_program = program_;
   // Help first, wherever it is, so that `prog --typo --help` still helps.
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
