@@ -12,12 +12,13 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 printf '#include <fmt/format.h>\nint main() { fmt::print("{}\\n", 42); }\n' > "$TMP/fmt_only.cc"
 printf '#include <tapegrad/tapegrad.h>\nint main() {}\n' > "$TMP/umbrella_only.cc"
-median5() {
+median5() {  # wall seconds, then CPU (user + system) seconds: each the median of 5
   for _ in 1 2 3 4 5; do
-    /usr/bin/time -f %e g++ -std=c++20 -O2 -I"$INC" -c "$1" -o "$TMP/out.o" 2>&1 | tail -1
-  done | sort -n | sed -n 3p
+    /usr/bin/time -f '%e %U %S' g++ -std=c++20 -O2 -I"$INC" -c "$1" -o "$TMP/out.o" 2>&1 | tail -1
+  done > "$TMP/times"
+  echo "$(awk '{print $1}' "$TMP/times" | sort -n | sed -n 3p) s wall, $(awk '{printf "%.2f\n", $2 + $3}' "$TMP/times" | sort -n | sed -n 3p) s CPU"
 }
 echo "g++ $(g++ -dumpfullversion), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 for f in consumer/main.cc "$TMP/umbrella_only.cc" examples/custom_model.cc "$TMP/fmt_only.cc"; do
-  printf '%-28s %s s\n' "$(basename "$f")" "$(median5 "$f")"
+  printf '%-20s %s\n' "$(basename "$f")" "$(median5 "$f")"
 done
