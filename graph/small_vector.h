@@ -177,7 +177,8 @@ class SmallVector {
     T* f = data() + index(first);
     T* l = data() + index(last);
     if (f != l) {
-      T* new_end = std::move(l, end(), f);
+      T* new_end = f;
+      for (T* from = l; from != end(); ++from) *new_end++ = std::move(*from);
       std::destroy(new_end, end());
       set_size(size() - (static_cast<size_type>(l - f)));
     }
