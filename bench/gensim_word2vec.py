@@ -61,6 +61,7 @@ def main():
     ap.add_argument("--iter", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cbow", action="store_true")
+    ap.add_argument("--alpha", type=float, default=0.025)
     ap.add_argument("--analogies", default="")
     ap.add_argument("--similarity", default="")
     a = ap.parse_args()
@@ -74,7 +75,8 @@ def main():
         words = sum(len(s) for s in sents)
         t0 = time.perf_counter()
         m = Word2Vec(sents, vector_size=a.size, window=a.window, negative=a.negative, hs=0, sample=a.sample,
-                     min_count=a.min_count, epochs=a.iter, workers=a.workers, sg=0 if a.cbow else 1, seed=1)
+                     min_count=a.min_count, epochs=a.iter, workers=a.workers, sg=0 if a.cbow else 1, seed=1,
+                     alpha=a.alpha, min_alpha=a.alpha * 1e-4)
         secs = time.perf_counter() - t0
         res = {"peer": "gensim " + gensim.__version__, "words": words, "vocab": len(m.wv), "seconds": secs,
                "words_per_s": words * a.iter / secs, "workers": a.workers}

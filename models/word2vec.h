@@ -1,10 +1,12 @@
 #pragma once
-// word2vec (Mikolov et al., 2013): skip-gram and CBOW with negative sampling, built on the
-// framework's ops — row lookups (index_select), the fused negative_sampling_loss op, the backward
-// engine — with sparse updates: each batch changes only the rows it used (index_add_), so a step
-// costs in proportion to the batch, not the vocabulary.
+// word2vec (Mikolov et al., 2013): skip-gram and CBOW with negative sampling, trained as the
+// original is, row by row, with one change that makes it fast and deterministic: the negatives
+// are shared by all the context words of a window (Ji et al. 2016), so a window's updates are
+// three small matrix products (ops/kernels/sgns.h) instead of many vector updates. Threads split
+// each batch of windows and then each batch's row updates; the result depends on the seed and
+// the batch size, never on the thread count.
 //
-// As the original: a unigram^0.75 noise table, subsampling of frequent words
+// As the original: a unigram^0.75 noise distribution, subsampling of frequent words
 // (keep probability (sqrt(f / (s N)) + 1) (s N) / f), a window shrunk at random per word, and a
 // learning rate decaying linearly to alpha * 1e-4 over all epochs.
 #include <cstdint>
@@ -51,7 +53,8 @@ struct Word2VecOptions {
   double sample = 1e-3;    // subsampling threshold (0: off)
   int64_t epochs = 5;
   double alpha = -1;       // starting learning rate; < 0: 0.025 for skip-gram, 0.05 for CBOW
-  int64_t batch = 1024;    // (centre, context) pairs per step
+  int64_t batch = 256;     // centre words whose windows read the same vectors before their
+                           // updates are added (the threads share a batch)
   uint64_t seed = 1;
 };
 

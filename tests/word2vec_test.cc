@@ -7,6 +7,10 @@
 
 #include <unistd.h>
 
+#include <xsimd/xsimd.hpp>
+
+#include "io/file.h"
+#include "ops/kernels/sgns.h"
 #include "test_util.h"
 
 namespace tgt {
@@ -164,6 +168,104 @@ TEST(Word2Vec, DeterministicForASeed) {
   b.train(corpus);
   tg::set_num_threads(2);
   EXPECT_TRUE(close(a.vectors(), b.vectors(), 0, 0));
+}
+
+// The shared-negatives kernel against a float64 reference: scores, g, both gradients and the loss,
+// with rows padded to the SIMD width and m * n not a multiple of it.
+TEST(Word2VecKernel, SharedWindowMatchesReference) {
+  const int64_t simd = static_cast<int64_t>(xsimd::batch<float>::size);
+  for (int64_t m : {1, 3, 10})
+    for (int64_t n : {1, 6, 7}) {
+      const int64_t D = 37, ld = (D + simd - 1) / simd * simd;
+      tg::Generator g(static_cast<uint64_t>(m * 100 + n));
+      std::vector<float, xsimd::aligned_allocator<float>> x(static_cast<size_t>(m * ld), 0.0f), y(static_cast<size_t>(n * ld), 0.0f),
+          gx(static_cast<size_t>(m * ld)), gy(static_cast<size_t>(n * ld)), scores(static_cast<size_t>((m * n / simd + 2) * simd));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t d = 0; d < D; ++d) x[i * ld + d] = static_cast<float>(g.normal());
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < D; ++d) y[j * ld + d] = static_cast<float>(g.normal() * 0.5);
+      const float alpha = 0.025f;
+      float loss = tg::kernels::sgns_shared_window(x.data(), m, y.data(), n, ld, alpha, gx.data(), gy.data(), scores.data());
+      double ref_loss = 0;
+      std::vector<double> G(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += static_cast<double>(x[i * ld + d]) * y[j * ld + d];
+          const double label = j == 0 ? 1 : 0, sig = 1 / (1 + std::exp(-s));
+          G[i * n + j] = alpha * (label - sig);
+          ref_loss += -std::log(j == 0 ? sig : 1 - sig);
+        }
+      EXPECT_NEAR(loss, ref_loss, 1e-4 * (1 + ref_loss)) << m << "x" << n;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t d = 0; d < ld; ++d) {
+          double r = 0;
+          for (int64_t j = 0; j < n; ++j) r += G[i * n + j] * y[j * ld + d];
+          ASSERT_NEAR(gx[i * ld + d], r, 1e-6) << "gx " << i << "," << d;
+        }
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < ld; ++d) {
+          double r = 0;
+          for (int64_t i = 0; i < m; ++i) r += G[i * n + j] * x[i * ld + d];
+          ASSERT_NEAR(gy[j * ld + d], r, 1e-6) << "gy " << j << "," << d;
+          if (d >= D) {
+            ASSERT_EQ(gy[j * ld + d], 0.0f);  // the padding stays zero
+          }
+        }
+    }
+}
+
+// The numbers depend on the seed and the batch, never on the thread count: 1, 2 and 3 threads,
+// skip-gram and CBOW, with subsampling and many small batches.
+TEST(Word2Vec, SameVectorsForAnyThreadCount) {
+  std::string text = topic_text(7, 200);
+  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  auto corpus = corpus_with_sentences(vocab, text);
+  const int before = tg::num_threads();
+  for (bool cbow : {false, true}) {
+    std::vector<Tensor> results;
+    for (int threads : {1, 2, 3}) {
+      tg::set_num_threads(threads);
+      tg::Word2Vec w(vocab, {.cbow = cbow, .dim = 19, .window = 4, .negative = 3, .sample = 1e-2, .epochs = 2, .batch = 16});
+      w.train(corpus);
+      results.push_back(w.vectors().clone());
+      EXPECT_TRUE(close(w.vectors(), results[0], 0, 0)) << (cbow ? "cbow" : "skip-gram") << ", " << threads << " threads";
+    }
+  }
+  tg::set_num_threads(before);
+}
+
+// Real text (the KJV, which `./tg.sh test` installs): words of one kind end up nearer each other
+// than random frequent words are. A wrong sign, a missing update of either table or a broken
+// noise distribution fails this.
+TEST(Word2Vec, LearnsRelatedWordsFromTheKjv) {
+  const std::string path = std::string(TG_TEST_DATA_DIR) + "/../data/kjv.txt";
+  auto text = tg::read_file(path);
+  if (!text.ok()) {
+    GTEST_SKIP() << path << " is missing: ./tg.sh data (or ./tg.sh test) writes it";
+  }
+  std::string lower = *text;
+  for (char& c : lower) c = std::isalpha(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : c == '\n' ? '\n' : ' ';
+  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(lower), 5);
+  tg::Word2Vec w(vocab, {.dim = 64, .epochs = 2});
+  w.train(corpus_with_sentences(vocab, lower));
+  const std::vector<std::pair<std::string, std::string>> related = {
+      {"gold", "silver"}, {"moses", "aaron"}, {"sheep", "oxen"}, {"bread", "wine"}, {"sword", "spear"},
+      {"son", "daughter"}, {"heaven", "earth"}, {"brass", "iron"}, {"camels", "asses"}, {"saul", "david"}};
+  double related_mean = 0;
+  for (const auto& [a, b] : related) related_mean += w.similarity(a, b) / static_cast<double>(related.size());
+  // Random pairs among the 2,000 most frequent words.
+  tg::Generator g(3);
+  double random_mean = 0;
+  const int pairs = 500;
+  for (int i = 0; i < pairs; ++i)
+    random_mean += w.similarity(vocab.word(static_cast<int64_t>(g.next_u64() % 2000)),
+                                vocab.word(static_cast<int64_t>(g.next_u64() % 2000))) / pairs;
+  EXPECT_GT(related_mean, random_mean + 0.15) << "related " << related_mean << ", random " << random_mean;
+  auto near = w.most_similar("silver", 10);
+  bool gold = false;
+  for (auto& [word, s] : near) gold = gold || word == "gold";
+  EXPECT_TRUE(gold) << "gold is not among silver's 10 nearest words";
 }
 
 std::string temp_path(const std::string& name) {

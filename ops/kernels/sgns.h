@@ -3,6 +3,7 @@
 // scores s_bk = u_b · v_bk (k = 0 the true context, k >= 1 the negatives),
 //   loss_b = -log σ(s_b0) - Σ_{k>=1} log σ(-s_bk)
 // and its gradient, d loss_b / d s_bk = σ(s_bk) - [k == 0].
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -77,6 +78,84 @@ void sgns_backward(const T* u, const T* v, const T* scores, const T* g_row, T* d
       }
     }
   });
+}
+
+// One window of skip-gram (or CBOW) with negatives shared by all its inputs (Ji et al. 2016,
+// "Parallelizing Word2Vec in Shared and Distributed Memory"): the m input rows x [m, ld] (context
+// words, or CBOW's one mean row) meet the n output rows y [n, ld] (row 0 the positive word, then
+// the negatives), so the m * n level-1 updates of the original become three small matrix products:
+//   s = x yᵀ,  g_ij = alpha ([j == 0] - σ(s_ij)),  gx = g y [m, ld],  gy = gᵀ x [n, ld].
+// ld is a multiple of the SIMD width and the columns past the vector length are zero, so every
+// load is full. scores must hold m * n rounded up to the SIMD width. Returns the window's loss,
+// Σ_ij -log σ(±s_ij).
+inline float sgns_shared_window(const float* x, int64_t m, const float* y, int64_t n, int64_t ld, float alpha,
+                                float* gx, float* gy, float* scores) {
+  using B = xsimd::batch<float>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  // s = x yᵀ, four output rows at a time (one load of x feeds four FMAs).
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * ld;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float *y0 = y + j * ld, *y1 = y0 + ld, *y2 = y1 + ld, *y3 = y2 + ld;
+      B a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
+      for (int64_t d = 0; d < ld; d += W) {
+        B xv = B::load_aligned(xi + d);
+        a0 = xsimd::fma(xv, B::load_aligned(y0 + d), a0);
+        a1 = xsimd::fma(xv, B::load_aligned(y1 + d), a1);
+        a2 = xsimd::fma(xv, B::load_aligned(y2 + d), a2);
+        a3 = xsimd::fma(xv, B::load_aligned(y3 + d), a3);
+      }
+      scores[i * n + j] = xsimd::hadd(a0);
+      scores[i * n + j + 1] = xsimd::hadd(a1);
+      scores[i * n + j + 2] = xsimd::hadd(a2);
+      scores[i * n + j + 3] = xsimd::hadd(a3);
+    }
+    for (; j < n; ++j) {
+      const float* yj = y + j * ld;
+      B a(0.0f);
+      for (int64_t d = 0; d < ld; d += W) a = xsimd::fma(B::load_aligned(xi + d), B::load_aligned(yj + d), a);
+      scores[i * n + j] = xsimd::hadd(a);
+    }
+  }
+  // g and the loss, vectorised over all m * n scores: label 1 in column 0, 0 elsewhere.
+  const int64_t mn = m * n;
+  for (int64_t t = mn; t < (mn + W - 1) / W * W; ++t) scores[t] = 0.0f;
+  B loss_acc(0.0f);
+  for (int64_t b = 0; b < mn; b += W) {
+    alignas(64) float label[W];
+    for (int64_t t = 0; t < W; ++t) label[t] = (b + t) % n == 0 ? 1.0f : 0.0f;
+    B s = B::load_unaligned(scores + b), l = B::load_aligned(label);
+    B e = xsimd::exp(-xsimd::abs(s));                         // in (0, 1]: no overflow
+    B sig = xsimd::select(s >= B(0.0f), B(1.0f) / (B(1.0f) + e), e / (B(1.0f) + e));
+    // -log σ(s) for label 1, -log σ(-s) for label 0:  max(∓s, 0) + log1p(e)
+    B z = xsimd::select(l > B(0.5f), -s, s);
+    B term = xsimd::max(z, B(0.0f)) + xsimd::log1p(e);
+    if (const int64_t valid = mn - b; valid < W) {  // the padding past m * n (zeroed above) adds no loss
+      alignas(64) float keep[W];
+      for (int64_t t = 0; t < W; ++t) keep[t] = t < valid ? 1.0f : 0.0f;
+      term = term * B::load_aligned(keep);
+    }
+    loss_acc += term;
+    (B(alpha) * (l - sig)).store_unaligned(scores + b);  // scores now hold g
+  }
+  // gx = g y, gy = gᵀ x.
+  for (int64_t i = 0; i < m; ++i) {
+    const float* gi = scores + i * n;
+    for (int64_t d = 0; d < ld; d += W) {
+      B a(0.0f);
+      for (int64_t j = 0; j < n; ++j) a = xsimd::fma(B(gi[j]), B::load_aligned(y + j * ld + d), a);
+      a.store_aligned(gx + i * ld + d);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t d = 0; d < ld; d += W) {
+      B a(0.0f);
+      for (int64_t i = 0; i < m; ++i) a = xsimd::fma(B(scores[i * n + j]), B::load_aligned(x + i * ld + d), a);
+      a.store_aligned(gy + j * ld + d);
+    }
+  }
+  return xsimd::hadd(loss_acc);
 }
 
 }  // namespace tg::kernels
