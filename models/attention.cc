@@ -43,13 +43,17 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
            "expects q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]");
   const double s = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor mask = combined_mask(m, q, k);
+  TG_CHECK(m.causal_offset >= 0, "scaled_dot_product_attention", "causal_offset must be >= 0, got {}", m.causal_offset);
   if (!need_weights && dropout_p == 0)  // fused: the T x S weights are never stored
-    return {flash_attention(q, k, v, {.causal = m.causal, .mask = mask, .scale = s}), Tensor()};
+    return {flash_attention(q, k, v, {.causal = m.causal, .causal_offset = m.causal_offset, .mask = mask, .scale = s}),
+            Tensor()};
 
   // The same from generic ops, as written in the paper.
   Tensor scores = matmul(q, k, false, true) * s;  // Q Kᵀ / √d_k   [..., T, S]
-  if (m.causal) mask = mask.defined() ? logical_or(mask, causal_mask(q.size(-2), k.size(-2)))
-                                      : causal_mask(q.size(-2), k.size(-2));
+  if (m.causal) {
+    Tensor c = causal_mask(q.size(-2), k.size(-2), m.causal_offset);
+    mask = mask.defined() ? logical_or(mask, c) : c;
+  }
   Tensor weights;
   if (mask.defined()) {
     // The most negative finite value rather than -inf: a query that sees no key at all then gets
@@ -82,30 +86,61 @@ MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, double p, bool bias
   }
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask) {
-  return run(x_q, x_kv, mask, record_weights).output;
+void KVCache::reorder(const Tensor& rows) {
+  if (!k.defined()) return;
+  k = index_select(k, 0, rows);
+  v = index_select(v, 0, rows);
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask, KVCache* cache) {
+  return run(x_q, x_kv, mask, record_weights, cache).output;
 }
 
 AttentionResult MultiHeadAttention::forward_with_weights(const Tensor& x_q, const Tensor& x_kv,
-                                                         const AttentionMask& mask) {
-  return run(x_q, x_kv, mask, true);
+                                                         const AttentionMask& mask, KVCache* cache) {
+  return run(x_q, x_kv, mask, true, cache);
 }
 
 AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask,
-                                        bool need_weights) {
-  TG_CHECK(x_q.defined() && x_kv.defined() && x_q.dim() == 3 && x_kv.dim() == 3 && x_q.size(2) == d_model &&
-               x_kv.size(2) == d_model && x_q.size(0) == x_kv.size(0),
+                                        bool need_weights, KVCache* cache) {
+  const bool reuse = cache && cache->fixed && cache->k.defined();  // cross-attention keys already projected
+  TG_CHECK(x_q.defined() && x_q.dim() == 3 && x_q.size(2) == d_model &&
+               (reuse || (x_kv.defined() && x_kv.dim() == 3 && x_kv.size(2) == d_model && x_q.size(0) == x_kv.size(0))),
            "MultiHeadAttention", "expects x_q [B, T, {0}] and x_kv [B, S, {0}], got {1} and {2}", d_model,
            x_q.defined() ? x_q.shape() : Shape{}, x_kv.defined() ? x_kv.shape() : Shape{});
-  const int64_t B = x_q.size(0), T = x_q.size(1), S = x_kv.size(1);
+  const int64_t B = x_q.size(0), T = x_q.size(1);
+  if (cache && cache->k.defined())
+    TG_CHECK(cache->k.size(0) == B, "MultiHeadAttention", "the KVCache holds {} sequences but the input has {} "
+             "(reorder the cache when the batch changes)", cache->k.size(0), B);
   // [B, L, D] -> [B, h, L, d_k]: head i is the i-th slice of width d_k of the projection.
   auto split_heads = [&](const Tensor& x, int64_t L) { return x.reshape({B, L, num_heads, d_k}).permute({0, 2, 1, 3}); };
 
   Tensor q = split_heads(w_q->forward(x_q), T);   // Q = X_q W_Q
-  Tensor k = split_heads(w_k->forward(x_kv), S);  // K = X_kv W_K
-  Tensor v = split_heads(w_v->forward(x_kv), S);  // V = X_kv W_V
+  Tensor k, v;
+  AttentionMask m = mask;
+  if (reuse) {
+    k = cache->k;
+    v = cache->v;
+  } else {
+    const int64_t S = x_kv.size(1);
+    k = split_heads(w_k->forward(x_kv), S);  // K = X_kv W_K
+    v = split_heads(w_v->forward(x_kv), S);  // V = X_kv W_V
+    if (cache && !cache->fixed) {  // self-attention: the new keys follow the cached ones
+      m.causal_offset += cache->length();
+      if (cache->k.defined()) {
+        k = concat({cache->k, k}, 2);
+        v = concat({cache->v, v}, 2);
+      }
+    }
+    if (cache) {
+      cache->k = k.contiguous();
+      cache->v = v.contiguous();
+      k = cache->k;
+      v = cache->v;
+    }
+  }
   double p = is_training() ? attn_dropout : 0.0;
-  AttentionResult heads = scaled_dot_product_attention(q, k, v, mask, need_weights, p, scale);
+  AttentionResult heads = scaled_dot_product_attention(q, k, v, m, need_weights, p, scale);
   Tensor concat = heads.output.permute({0, 2, 1, 3}).reshape({B, T, d_model});  // Concat(head_1..head_h)
   if (record_weights && heads.weights.defined()) last_weights = heads.weights.detach();
   return {w_o->forward(concat), heads.weights};                                 // ... W_O

@@ -16,9 +16,24 @@ namespace tg {
 
 // Which keys each query may not see (true = hidden, as PyTorch's bool masks).
 struct AttentionMask {
-  bool causal = false;     // key j hidden from query i when j > i
-  Tensor key_padding = {}; // bool [B, S]: padded keys of each sequence
-  Tensor mask = {};        // any bool mask broadcastable to [B, heads, T, S]
+  bool causal = false;       // key j hidden from query i when j > i + causal_offset
+  Tensor key_padding = {};   // bool [B, S]: padded keys of each sequence (all S keys, cached ones too)
+  Tensor mask = {};          // any bool mask broadcastable to [B, heads, T, S]
+  int64_t causal_offset = 0; // the queries' first position among the keys (MultiHeadAttention adds
+                             // its cache's length itself)
+};
+
+// Keys and values kept between calls for incremental decoding, one per attention module: each
+// call then feeds only the new positions. Self-attention appends their keys and values;
+// cross-attention (fixed) projects the encoder output once and reuses it.
+struct KVCache {
+  Tensor k = {}, v = {};  // [B, heads, S, d_k]; undefined until the first call
+  bool fixed = false;  // true: computed once from x_kv, then reused (x_kv is not read again)
+  int64_t length() const { return k.defined() ? k.size(2) : 0; }
+  // Keeps batch rows `rows` (int64 [B']), in that order, repeating or dropping rows: beam search
+  // follows each surviving hypothesis's parent.
+  void reorder(const Tensor& rows);
+  void clear() { k = v = Tensor(); }
 };
 
 // softmax(q kᵀ · scale + mask) v over q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]
@@ -36,9 +51,13 @@ class MultiHeadAttention : public Module {
 
   // Self-attention: forward(x, x, mask). Cross-attention: queries from the decoder (x_q [B, T, D]),
   // keys and values from the encoder output (x_kv [B, S, D]). Returns [B, T, D].
-  Tensor forward(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask = {});
+  // With a cache (incremental decoding), x_q and x_kv hold only the new positions: their keys and
+  // values are appended to the cache and the queries attend to all of it, the causal mask shifted
+  // by the cached length; a fixed cache, once filled, is used instead of projecting x_kv.
+  Tensor forward(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask = {}, KVCache* cache = nullptr);
   // The same, also returning the attention weights [B, heads, T, S].
-  AttentionResult forward_with_weights(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask = {});
+  AttentionResult forward_with_weights(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask = {},
+                                       KVCache* cache = nullptr);
 
   std::string type_name() const override { return "MultiHeadAttention"; }
   int64_t d_model, num_heads, d_k;
@@ -50,7 +69,8 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
 
  private:
-  AttentionResult run(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask, bool need_weights);
+  AttentionResult run(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask, bool need_weights,
+                      KVCache* cache);
 };
 
 }  // namespace tg

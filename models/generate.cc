@@ -62,8 +62,17 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Tensor
   Tensor memory = model.encode(src);
   std::vector<std::vector<int64_t>> ys(B, std::vector<int64_t>{o.bos});
   std::vector<bool> done(B, false);
+  DecoderCache cache;
   for (int64_t step = 0; step < o.max_len; ++step) {
-    auto lp = last_log_probs(model.decode(ids_tensor(ys), memory, src, /*last_only=*/true));
+    Tensor logits;
+    if (o.use_cache) {  // only the newest token of each row
+      std::vector<std::vector<int64_t>> last;
+      for (const auto& y : ys) last.push_back({y.back()});
+      logits = model.decode(ids_tensor(last), memory, src, true, &cache);
+    } else {
+      logits = model.decode(ids_tensor(ys), memory, src, /*last_only=*/true);
+    }
+    auto lp = last_log_probs(logits);
     bool all_done = true;
     for (size_t b = 0; b < B; ++b) {
       int64_t next = done[b] ? o.eos : std::max_element(lp[b].begin(), lp[b].end()) - lp[b].begin();
@@ -93,13 +102,15 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const
   std::vector<Beam> alive{{{o.bos}, 0.0}};
   std::vector<Hypothesis> finished;
   const size_t K = static_cast<size_t>(o.beam_size);
+  DecoderCache cache;  // one row per live beam, in the order of `alive`
   for (int64_t step = 0; step < o.max_len && !alive.empty(); ++step) {
     const int64_t nb = static_cast<int64_t>(alive.size());
     std::vector<std::vector<int64_t>> rows;
-    for (const Beam& b : alive) rows.push_back(b.ys);
+    for (const Beam& b : alive) rows.push_back(o.use_cache ? std::vector<int64_t>{b.ys.back()} : b.ys);
     Tensor memory = nb == 1 ? memory1 : expand(memory1, {nb, -1, -1});
     Tensor srcs = nb == 1 ? src : expand(src, {nb, -1});
-    auto lp = last_log_probs(model.decode(ids_tensor(rows), memory, srcs, /*last_only=*/true));
+    auto lp = last_log_probs(model.decode(ids_tensor(rows), memory, srcs, /*last_only=*/true,
+                                          o.use_cache ? &cache : nullptr));
     // The K best continuations over all beams.
     struct Cand {
       double lp;
@@ -117,6 +128,7 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const
     }
     std::sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) { return x.lp > y.lp; });
     std::vector<Beam> next;
+    std::vector<int64_t> parents;  // the cache row each surviving beam continues
     for (const Cand& c : cands) {
       if (next.size() >= K) break;
       std::vector<int64_t> ys = alive[c.beam].ys;
@@ -127,8 +139,10 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const
       }
       ys.push_back(c.tok);
       next.push_back({std::move(ys), c.lp});
+      parents.push_back(static_cast<int64_t>(c.beam));
     }
     alive = std::move(next);
+    if (o.use_cache && !alive.empty()) cache.reorder(from_vector(parents, {static_cast<int64_t>(parents.size())}));
     // Stop once K hypotheses finished and no live beam can still beat the worst kept one
     // (log-probabilities only fall; the length penalty is bounded by the max_len one).
     if (finished.size() >= K) {
@@ -155,14 +169,23 @@ std::vector<int64_t> sample(DecoderLM& model, const std::vector<int64_t>& prompt
   TG_CHECK(o.temperature > 0, "sample", "temperature must be > 0, got {}", o.temperature);
   TG_CHECK(o.top_k >= 0 && o.max_new_tokens >= 0, "sample", "top_k ({}) and max_new_tokens ({}) must be >= 0", o.top_k,
            o.max_new_tokens);
+  TG_CHECK(o.top_p > 0 && o.top_p <= 1, "sample", "top_p must be in (0, 1], got {}", o.top_p);
   for (int64_t id : prompt)
     TG_CHECK(id >= 0 && id < model.cfg.vocab, "sample", "prompt id {} is outside the vocabulary [0, {})", id, model.cfg.vocab);
   InferenceScope scope(model);
   std::vector<int64_t> seq = prompt, out;
+  const size_t ctx = static_cast<size_t>(model.cfg.context);
+  DecoderCache cache;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-    const size_t ctx = static_cast<size_t>(model.cfg.context);
-    std::vector<int64_t> window(seq.size() > ctx ? seq.end() - static_cast<std::ptrdiff_t>(ctx) : seq.begin(), seq.end());
-    Tensor logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}));
+    Tensor logits;
+    if (o.use_cache && seq.size() <= ctx && cache.length > 0) {  // the cache holds seq minus its last token
+      logits = model.forward(from_vector(std::vector<int64_t>{seq.back()}, {1, 1}), &cache);
+    } else {  // the window of the last `context` tokens, from scratch (and into a fresh cache)
+      std::vector<int64_t> window(seq.size() > ctx ? seq.end() - static_cast<std::ptrdiff_t>(ctx) : seq.begin(), seq.end());
+      cache.clear();
+      logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}),
+                             o.use_cache && seq.size() < ctx ? &cache : nullptr);
+    }
     std::vector<double> lp = last_log_probs(logits)[0];
     const size_t V = lp.size();
     std::vector<double> w(V);
@@ -176,6 +199,17 @@ std::vector<int64_t> sample(DecoderLM& model, const std::vector<int64_t>& prompt
     }
     double mx = *std::max_element(w.begin(), w.end()), total = 0;
     for (double& x : w) total += (x = std::exp(x - mx));
+    if (o.top_p < 1) {  // keep the most likely tokens until their share reaches top_p (ties: lower id first)
+      std::vector<size_t> order(V);
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
+      double acc = 0, kept = 0;
+      size_t n = 0;
+      while (n < V && (n == 0 || acc < o.top_p * total)) acc += w[order[n++]];
+      for (size_t j = n; j < V; ++j) w[order[j]] = 0;
+      for (size_t j = 0; j < n; ++j) kept += w[order[j]];
+      total = kept;
+    }
     double r = gen.uniform() * total, acc = 0;
     int64_t next = std::max_element(w.begin(), w.end()) - w.begin();  // if rounding leaves r past the end
     for (size_t v = 0; v < V; ++v) {

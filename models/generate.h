@@ -1,7 +1,10 @@
 #pragma once
 // Decoding: greedy and beam search for the encoder-decoder Transformer, and sampling with
-// temperature and top-k for the decoder-only language model. All run without recording a graph
-// and in eval mode (dropout off); the model's mode is restored afterwards.
+// temperature, top-k and top-p for the decoder-only language model. All run without recording a
+// graph and in eval mode (dropout off); the model's mode is restored afterwards. By default they
+// decode incrementally with key/value caches (DecoderCache): each step feeds one new token
+// instead of the whole prefix, O(T) work per token rather than O(T^2); use_cache = false gives
+// the same results by recomputing the prefix (for comparisons).
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +19,7 @@ struct DecodeOptions {
   int64_t max_len = 100;    // most tokens generated per sentence
   int64_t beam_size = 4;    // beam search only
   double length_penalty = 0.6;  // beam search: scores divided by ((5 + len) / 6)^alpha (GNMT)
+  bool use_cache = true;        // incremental decoding with key/value caches
 };
 
 // src [B, S] -> for each row, the generated ids (without bos and eos).
@@ -34,10 +38,14 @@ struct SampleOptions {
   int64_t max_new_tokens = 100;
   double temperature = 1.0;  // > 0; lower is more conservative
   int64_t top_k = 0;         // 0: the whole vocabulary
+  double top_p = 1.0;        // nucleus sampling: the fewest most likely tokens whose probability
+                             // reaches top_p (in (0, 1]; 1: all), after temperature and top-k
   int64_t stop_token = -1;   // stop after generating it (>= 0)
+  bool use_cache = true;     // incremental decoding with key/value caches
 };
-// Continues prompt (at least one id) and returns only the new ids. Uses the last `context`
-// tokens as the model's input at each step.
+// Continues prompt (at least one id) and returns only the new ids. The model sees at most its
+// last `context` tokens: once the sequence is longer, each step recomputes that window (the
+// learned positions shift), with or without the cache.
 std::vector<int64_t> sample(DecoderLM& model, const std::vector<int64_t>& prompt, const SampleOptions& opts = {},
                             Generator& gen = default_generator());
 

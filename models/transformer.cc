@@ -40,13 +40,13 @@ EncoderLayer::EncoderLayer(const LayerConfig& c) : cfg(c) {
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout));
 }
 
-Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask) {
+Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask, KVCache* cache) {
   if (cfg.norm_first) {
     Tensor h = norm1->forward(x);
-    Tensor y = x + dropout1->forward(self_attn->forward(h, h, mask));
+    Tensor y = x + dropout1->forward(self_attn->forward(h, h, mask, cache));
     return y + dropout2->forward(ffn->forward(norm2->forward(y)));
   }
-  Tensor y = norm1->forward(x + dropout1->forward(self_attn->forward(x, x, mask)));
+  Tensor y = norm1->forward(x + dropout1->forward(self_attn->forward(x, x, mask, cache)));
   return norm2->forward(y + dropout2->forward(ffn->forward(y)));
 }
 
@@ -64,15 +64,16 @@ DecoderLayer::DecoderLayer(const LayerConfig& c) : cfg(c) {
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
-                             const AttentionMask& memory_mask) {
+                             const AttentionMask& memory_mask, KVCache* self_cache, KVCache* cross_cache) {
   if (cfg.norm_first) {
     Tensor h = norm1->forward(x);
-    Tensor y = x + dropout1->forward(self_attn->forward(h, h, self_mask));
-    y = y + dropout2->forward(cross_attn->forward(norm2->forward(y), memory, memory_mask));
+    Tensor y = x + dropout1->forward(self_attn->forward(h, h, self_mask, self_cache));
+    y = y + dropout2->forward(cross_attn->forward(norm2->forward(y), memory, memory_mask, cross_cache));
     return y + dropout3->forward(ffn->forward(norm3->forward(y)));
   }
-  Tensor y = norm1->forward(x + dropout1->forward(self_attn->forward(x, x, self_mask)));
-  y = norm2->forward(y + dropout2->forward(cross_attn->forward(y, memory, memory_mask)));  // Q from decoder, K V from encoder
+  Tensor y = norm1->forward(x + dropout1->forward(self_attn->forward(x, x, self_mask, self_cache)));
+  // Q from the decoder, K and V from the encoder.
+  y = norm2->forward(y + dropout2->forward(cross_attn->forward(y, memory, memory_mask, cross_cache)));
   return norm3->forward(y + dropout3->forward(ffn->forward(y)));
 }
 
@@ -96,10 +97,31 @@ Decoder::Decoder(const LayerConfig& c, int64_t n, bool final_norm) {
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.eps));
 }
 
+void DecoderCache::reorder(const Tensor& rows) {
+  for (KVCache& c : self) c.reorder(rows);
+  for (KVCache& c : cross) c.reorder(rows);
+}
+
+void DecoderCache::clear() {
+  self.clear();
+  cross.clear();
+  length = 0;
+}
+
 Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
-                        const AttentionMask& memory_mask) {
+                        const AttentionMask& memory_mask, DecoderCache* cache) {
+  const size_t n = layers->size();
+  if (cache && cache->self.size() != n) {
+    TG_CHECK(cache->length == 0 && cache->self.empty(), "Decoder", "the cache was filled by a stack of {} layers, "
+             "this one has {}", cache->self.size(), n);
+    cache->self.assign(n, KVCache{});
+    cache->cross.assign(n, KVCache{.fixed = true});
+  }
   Tensor h = x;
-  for (auto& layer : *layers) h = layer->forward(h, memory, self_mask, memory_mask);
+  for (size_t i = 0; i < n; ++i)
+    h = (*layers)[i]->forward(h, memory, self_mask, memory_mask, cache ? &cache->self[i] : nullptr,
+                              cache ? &cache->cross[i] : nullptr);
+  if (cache) cache->length += x.size(1);
   return norm ? norm->forward(h) : h;
 }
 
@@ -151,9 +173,9 @@ Transformer::Transformer(const TransformerConfig& c) : cfg(c) {
   xavier_all_matrices(*this);
 }
 
-Tensor Transformer::embed(const Embedding& e, const Tensor& ids) {
+Tensor Transformer::embed(const Embedding& e, const Tensor& ids, int64_t start) {
   // The paper (3.4): embeddings multiplied by √d_model, then the positional encoding added.
-  return dropout->forward(pos->forward(e.forward(ids) * std::sqrt(static_cast<double>(cfg.layer.d_model))));
+  return dropout->forward(pos->forward(e.forward(ids) * std::sqrt(static_cast<double>(cfg.layer.d_model)), start));
 }
 
 Tensor Transformer::encode(const Tensor& src) {
@@ -161,20 +183,24 @@ Tensor Transformer::encode(const Tensor& src) {
   return encoder->forward(embed(*src_embed, src), {.key_padding = padding_mask(src, cfg.pad_id)});
 }
 
-Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src, bool last_only) {
+Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src, bool last_only,
+                          DecoderCache* cache, const Tensor& tgt_key_padding) {
   check_ids(tgt, cfg.tgt_vocab, "Transformer::decode");
   check_ids(src, cfg.src_vocab, "Transformer::decode");
-  Tensor h = decoder->forward(embed(*tgt_embed, tgt), memory, {.causal = true},
-                              {.key_padding = padding_mask(src, cfg.pad_id)});
+  const int64_t start = cache ? cache->length : 0;
+  TG_CHECK(start + tgt.size(1) <= cfg.max_len, "Transformer::decode", "position {} is past max_len {}",
+           start + tgt.size(1), cfg.max_len);
+  Tensor h = decoder->forward(embed(*tgt_embed, tgt, start), memory, {.causal = true, .key_padding = tgt_key_padding},
+                              {.key_padding = padding_mask(src, cfg.pad_id)}, cache);
   if (last_only && h.size(1) > 1) h = h.narrow(1, h.size(1) - 1, 1);
   return generator ? generator->forward(h) : matmul(h, tgt_embed->weight, false, true);
 }
 
-Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& tgt_key_padding) {
   TG_CHECK(src.defined() && tgt.defined() && src.dim() == 2 && tgt.dim() == 2 && src.size(0) == tgt.size(0),
            "Transformer", "expects src [B, S] and tgt [B, T] with the same batch, got {} and {}",
            src.defined() ? src.shape() : Shape{}, tgt.defined() ? tgt.shape() : Shape{});
-  return decode(tgt, encode(src), src);
+  return decode(tgt, encode(src), src, false, nullptr, tgt_key_padding);
 }
 
 void Transformer::set_record_attention(bool on) { set_record(*this, on); }
@@ -194,12 +220,20 @@ DecoderLM::DecoderLM(const LMConfig& c) : cfg(c) {
   if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(d, c.vocab, false));
 }
 
-Tensor DecoderLM::forward(const Tensor& ids) {
+Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache) {
   check_ids(ids, cfg.vocab, "DecoderLM");
-  TG_CHECK(ids.size(1) <= cfg.context, "DecoderLM", "sequence of {} tokens exceeds the context of {}", ids.size(1),
-           cfg.context);
-  Tensor h = dropout->forward(pos_embed->forward(tok_embed->forward(ids)));
-  for (auto& layer : *layers) h = layer->forward(h, {.causal = true});
+  const int64_t start = cache ? cache->length : 0;
+  TG_CHECK(start + ids.size(1) <= cfg.context, "DecoderLM", "sequence of {} tokens exceeds the context of {}",
+           start + ids.size(1), cfg.context);
+  const size_t n = layers->size();
+  if (cache && cache->self.size() != n) {
+    TG_CHECK(cache->length == 0 && cache->self.empty(), "DecoderLM", "the cache was filled by a model of {} layers, "
+             "this one has {}", cache->self.size(), n);
+    cache->self.assign(n, KVCache{});
+  }
+  Tensor h = dropout->forward(pos_embed->forward(tok_embed->forward(ids), start));
+  for (size_t i = 0; i < n; ++i) h = (*layers)[i]->forward(h, {.causal = true}, cache ? &cache->self[i] : nullptr);
+  if (cache) cache->length += ids.size(1);
   h = norm->forward(h);
   return lm_head ? lm_head->forward(h) : matmul(h, tok_embed->weight, false, true);
 }

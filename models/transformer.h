@@ -41,7 +41,8 @@ class FeedForward : public Module {
 class EncoderLayer : public Module {
  public:
   explicit EncoderLayer(const LayerConfig& cfg);
-  Tensor forward(const Tensor& x, const AttentionMask& mask = {});
+  // With a cache (a decoder-only model's incremental decoding), x holds only the new positions.
+  Tensor forward(const Tensor& x, const AttentionMask& mask = {}, KVCache* cache = nullptr);
   std::string type_name() const override { return "EncoderLayer"; }
   LayerConfig cfg;
   std::shared_ptr<MultiHeadAttention> self_attn;
@@ -55,8 +56,10 @@ class EncoderLayer : public Module {
 class DecoderLayer : public Module {
  public:
   explicit DecoderLayer(const LayerConfig& cfg);
+  // With caches (incremental decoding), x holds only the new target positions; cross_cache keeps
+  // the projected memory (mark it fixed).
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask = {.causal = true},
-                 const AttentionMask& memory_mask = {});
+                 const AttentionMask& memory_mask = {}, KVCache* self_cache = nullptr, KVCache* cross_cache = nullptr);
   std::string type_name() const override { return "DecoderLayer"; }
   LayerConfig cfg;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
@@ -75,11 +78,23 @@ class Encoder : public Module {
   std::shared_ptr<LayerNorm> norm;  // null without a final norm
 };
 
+// The key/value caches of a decoder stack for incremental decoding (greedy, beam search,
+// sampling): each call feeds only the new positions, which attend to everything before them
+// without recomputing it. `length` is the number of positions fed so far (the next one's
+// position); reorder() follows beam search's choice of parents.
+struct DecoderCache {
+  std::vector<KVCache> self, cross;  // one per layer (cross: the encoder output, projected once)
+  int64_t length = 0;
+  void reorder(const Tensor& rows);
+  void clear();
+};
+
 class Decoder : public Module {
  public:
   Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm = true);
+  // With a cache, x holds only the new positions and cache->length grows by their number.
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask = {.causal = true},
-                 const AttentionMask& memory_mask = {});
+                 const AttentionMask& memory_mask = {}, DecoderCache* cache = nullptr);
   std::string type_name() const override { return "Decoder"; }
   std::shared_ptr<ModuleList<DecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
@@ -104,10 +119,16 @@ class Transformer : public Module {
  public:
   explicit Transformer(const TransformerConfig& cfg);
   // src [B, S], tgt [B, T] int64 ids -> logits [B, T, tgt_vocab] (tgt is the shifted-right input).
-  Tensor forward(const Tensor& src, const Tensor& tgt);
+  // Source positions equal to pad_id are hidden from attention; tgt_key_padding (bool [B, T],
+  // true = padding, as PyTorch's tgt_key_padding_mask) hides target positions from the decoder's
+  // self-attention.
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& tgt_key_padding = {});
   Tensor encode(const Tensor& src);                                         // -> memory [B, S, D]
   // -> logits [B, T, V]; with last_only, of the last position only [B, 1, V] (decoding needs no more).
-  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src, bool last_only = false);
+  // With a cache, tgt holds only the new positions (their positions start at cache->length) and
+  // tgt_key_padding, if given, covers all cache->length + T positions.
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src, bool last_only = false,
+                DecoderCache* cache = nullptr, const Tensor& tgt_key_padding = {});
   void set_record_attention(bool on);  // keep every MultiHeadAttention's weights (for maps)
   std::string type_name() const override { return "Transformer"; }
   TransformerConfig cfg;
@@ -119,7 +140,7 @@ class Transformer : public Module {
   std::shared_ptr<Linear> generator;  // null when tied
 
  private:
-  Tensor embed(const Embedding& e, const Tensor& ids);
+  Tensor embed(const Embedding& e, const Tensor& ids, int64_t start = 0);
 };
 
 struct LMConfig {
@@ -135,7 +156,9 @@ struct LMConfig {
 class DecoderLM : public Module {
  public:
   explicit DecoderLM(const LMConfig& cfg);
-  Tensor forward(const Tensor& ids);  // [B, T] -> logits [B, T, vocab]
+  // [B, T] -> logits [B, T, vocab]. With a cache (self caches only), ids are the new positions,
+  // which start at cache->length (cache->length + T must stay within the context).
+  Tensor forward(const Tensor& ids, DecoderCache* cache = nullptr);
   void set_record_attention(bool on);
   std::string type_name() const override { return "DecoderLM"; }
   LMConfig cfg;

@@ -44,6 +44,7 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
   TG_CHECK(v.size(-2) == dm.S, op, "k has {} keys but v has {} values (shapes {} and {})", dm.S, v.size(-2), kk.shape(),
            v.shape());
   TG_CHECK(dm.d > 0, op, "head size must be positive (q shape {})", q.shape());
+  TG_CHECK(o.causal_offset >= 0, op, "causal_offset must be >= 0, got {}", o.causal_offset);
   if (o.mask.defined()) {
     TG_CHECK(o.mask.dtype() == kBool, op, "mask must be bool (true = hidden), got {} of shape {}", o.mask.dtype(),
              o.mask.shape());
@@ -111,7 +112,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
     k::parallel_for(0, dm.n, 1, [&](int64_t n0, int64_t n1) {
       k::AttnScratch<T> w;
       for (int64_t n = n0; n < n1; ++n) {
-        k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col};
+        k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
         k::attention_forward<T>(pq + n * dm.T * dm.d, pk + n * dm.S * dm.d, pv + n * dm.S * dm.dv, po + n * dm.T * dm.dv,
                                 pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w);
       }
@@ -132,7 +133,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
         k::AttnScratch<T> w;
         std::vector<T> drow;
         for (int64_t n = n0; n < n1; ++n) {
-          k::AttnMask m{opts.causal, mask2 ? mask2 + ml.base[n] : nullptr, ml.row, ml.col};
+          k::AttnMask m{opts.causal, mask2 ? mask2 + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
           const int64_t qo = n * dm.T * dm.d, ko = n * dm.S * dm.d, vo = n * dm.S * dm.dv, oo = n * dm.T * dm.dv;
           k::attention_backward<T>(q.data<T>() + qo, kk.data<T>() + ko, v.data<T>() + vo, o.data<T>() + oo,
                                    lse.data<T>() + n * dm.T, g.data<T>() + oo, gq.data<T>() + qo, gk.data<T>() + ko,
@@ -148,7 +149,7 @@ AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tenso
   Dims dm = check_attention("attention_unfused", q, kk, v, opts);
   Tensor scores = mul(matmul(q, kk, false, true), scale_of(opts, dm.d));  // q kᵀ / √d
   const double ninf = -std::numeric_limits<double>::infinity();
-  if (opts.causal) scores = masked_fill(scores, causal_mask(dm.T, dm.S), ninf);
+  if (opts.causal) scores = masked_fill(scores, causal_mask(dm.T, dm.S, opts.causal_offset), ninf);
   if (opts.mask.defined()) scores = masked_fill(scores, opts.mask, ninf);
   Tensor weights = softmax(scores, -1);
   return {matmul(weights, v), weights};

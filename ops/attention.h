@@ -5,7 +5,10 @@
 namespace tg {
 
 struct AttentionOptions {
-  bool causal = false;  // key j is hidden from query i when j > i (top-left aligned, as PyTorch)
+  bool causal = false;  // key j is hidden from query i when j > i + causal_offset (top-left aligned
+                        // as PyTorch's is_causal when the offset is 0)
+  int64_t causal_offset = 0;  // the queries' first position among the keys: with a key/value cache,
+                              // T new queries after `causal_offset` cached keys
   Tensor mask = {};     // optional bool, broadcastable to [..., T, S]; true = hidden (e.g. padding)
   double scale = 0;     // 0: 1 / sqrt(d)
 };

@@ -393,12 +393,13 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   });
 }
 
-Tensor causal_mask(int64_t T, int64_t S) {
-  TG_CHECK(T >= 0 && S >= 0, "causal_mask", "lengths must be non-negative, got {} and {}", T, S);
+Tensor causal_mask(int64_t T, int64_t S, int64_t offset) {
+  TG_CHECK(T >= 0 && S >= 0 && offset >= 0, "causal_mask", "lengths and offset must be non-negative, got {}, {} and {}",
+           T, S, offset);
   Tensor m = Tensor::empty(Shape{T, S}, kBool);
   bool* p = m.data<bool>();
   for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < S; ++j) p[i * S + j] = j > i;
+    for (int64_t j = 0; j < S; ++j) p[i * S + j] = j > i + offset;
   return m;
 }
 Tensor causal_mask(int64_t T) { return causal_mask(T, T); }

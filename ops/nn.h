@@ -48,7 +48,7 @@ Tensor dropout(const Tensor& x, double p, bool training = true);
 // Attention masks: true marks a position that must NOT be attended to (filled with -inf).
 // [T, T]: true above the diagonal (key j > query i); [T, S] for T queries and S keys.
 Tensor causal_mask(int64_t T);
-Tensor causal_mask(int64_t T, int64_t S);
+Tensor causal_mask(int64_t T, int64_t S, int64_t offset = 0);  // key j hidden from query i when j > i + offset
 // ids [B, T] -> bool [B, T]: true where ids == pad_id.
 Tensor padding_mask(const Tensor& ids, int64_t pad_id);
 

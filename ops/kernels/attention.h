@@ -21,14 +21,16 @@ namespace tg::kernels {
 inline constexpr int64_t kAttnBlockQ = 64;
 inline constexpr int64_t kAttnBlockK = 64;
 
-// Which scores are masked: causal (key j > query i), and/or a bool mask read at
+// Which scores are masked: causal (key j > query i + offset: with a key/value cache the T queries
+// are the last T of offset + T positions), and/or a bool mask read at
 // mask[i * mask_row + j * mask_col] (strides 0 where it broadcasts); true means masked out.
 struct AttnMask {
   bool causal = false;
   const bool* mask = nullptr;
   int64_t mask_row = 0, mask_col = 0;
+  int64_t offset = 0;  // causal: query i sees keys j <= i + offset
   bool masked(int64_t i, int64_t j) const {
-    return (causal && j > i) || (mask && mask[i * mask_row + j * mask_col]);
+    return (causal && j > i + offset) || (mask && mask[i * mask_row + j * mask_col]);
   }
   bool any() const { return causal || mask; }
 };
@@ -75,7 +77,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, T* lse, int64_t
     std::fill(w.m.begin(), w.m.end(), ninf);
     std::fill(w.l.begin(), w.l.end(), T(0));
     std::fill(w.o.begin(), w.o.begin() + bq * dv, T(0));
-    const int64_t j_end = mask.causal ? std::min(Sk, i0 + bq) : Sk;  // keys after the last query are all masked
+    const int64_t j_end = mask.causal ? std::min(Sk, i0 + bq + mask.offset) : Sk;  // keys after the last query's are all masked
     for (int64_t j0 = 0; j0 < j_end; j0 += kAttnBlockK) {
       const int64_t bk = std::min(kAttnBlockK, j_end - j0);
       attn_scores(q, k, d, i0, bq, j0, bk, scale, mask, w.s.data());
@@ -129,7 +131,8 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
   std::fill(dvv, dvv + Sk * dv, T(0));
   for (int64_t j0 = 0; j0 < Sk; j0 += kAttnBlockK) {
     const int64_t bk = std::min(kAttnBlockK, Sk - j0);
-    const int64_t i_start = mask.causal ? j0 / kAttnBlockQ * kAttnBlockQ : 0;  // earlier queries see none of these keys
+    // Earlier queries see none of these keys.
+    const int64_t i_start = mask.causal ? std::max<int64_t>(0, j0 - mask.offset) / kAttnBlockQ * kAttnBlockQ : 0;
     for (int64_t i0 = i_start; i0 < Tq; i0 += kAttnBlockQ) {
       const int64_t bq = std::min(kAttnBlockQ, Tq - i0);
       attn_scores(q, k, d, i0, bq, j0, bk, scale, mask, w.s.data());
