@@ -24,7 +24,7 @@ struct Options {
   std::string text = "data/kjv.txt", out = "runs/lm", tokenizer = "char", prompt = "\n", load;
   int64_t vocab = 2000, layers = 4, heads = 4, width = 128, context = 64, batch = 12, steps = 2000, warmup = 100;
   int64_t eval_every = 250, eval_windows = 200, sample = 300, top_k = 0, threads = 0;
-  double lr = 1e-3, dropout = 0, weight_decay = 0.01, temperature = 0.8;
+  double lr = 1e-3, dropout = 0, weight_decay = 0.01, temperature = 0.8, top_p = 1.0;
   uint64_t seed = 1;
   bool resume = false, overwrite = false;
 };
@@ -88,7 +88,7 @@ std::string generate(tg::DecoderLM& model, const tg::text::Tokenizer& tok, const
   std::vector<int64_t> prompt = tok.encode(o.prompt);
   if (prompt.empty()) prompt = {tok.unk_id()};
   model.eval();
-  return o.prompt + tok.decode(tg::sample(model, prompt, {.max_new_tokens = o.sample, .temperature = o.temperature, .top_k = o.top_k},
+  return o.prompt + tok.decode(tg::sample(model, prompt, {.max_new_tokens = o.sample, .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p},
                                           gen));
 }
 
@@ -137,6 +137,7 @@ int run(int argc, char** argv) {
   f.add("sample", &o.sample, "tokens to sample at the end").min(0);
   f.add("temperature", &o.temperature, "sampling temperature").above(0);
   f.add("top_k", &o.top_k, "sample among the k most likely tokens (0: all)").min(0);
+  f.add("top_p", &o.top_p, "sample among the most likely tokens whose probability reaches p (nucleus; 1: all)").range(1e-9, 1);
   f.add("prompt", &o.prompt, "text the sample continues");
   f.add("seed", &o.seed, "random seed (weights, data order, dropout, sampling)");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);

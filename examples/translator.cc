@@ -43,14 +43,15 @@ tg::Result<Config> Config::from_metadata(const tg::Metadata& m, const std::strin
   return c;
 }
 
-std::string Translator::translate(const std::string& sentence, int64_t beam, int64_t max_len) const {
+std::string Translator::translate(const std::string& sentence, int64_t beam, int64_t max_len, bool use_cache) const {
   std::vector<int64_t> ids = src->encode(sentence);
   if (ids.empty()) return "";
   if (static_cast<int64_t>(ids.size()) > cfg.max_len - 2) ids.resize(static_cast<size_t>(cfg.max_len - 2));
   tg::Tensor s = tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
   auto hyps = tg::beam_search(*model, s,
                               {.bos = tgt->bos_id(), .eos = tgt->eos_id(),
-                               .max_len = std::min<int64_t>(max_len, cfg.max_len - 1), .beam_size = beam});
+                               .max_len = std::min<int64_t>(max_len, cfg.max_len - 1), .beam_size = beam,
+                               .use_cache = use_cache});
   return hyps.empty() ? "" : tgt->decode(hyps[0].tokens);
 }
 

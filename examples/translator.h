@@ -25,8 +25,9 @@ struct Translator {
   Config cfg;
   std::unique_ptr<tg::text::Tokenizer> src, tgt;
   std::unique_ptr<tg::Transformer> model;
-  // One sentence in, beam search, detokenized text out.
-  std::string translate(const std::string& sentence, int64_t beam = 4, int64_t max_len = 80) const;
+  // One sentence in, beam search (incremental, with key/value caches, unless use_cache is false),
+  // detokenized text out.
+  std::string translate(const std::string& sentence, int64_t beam = 4, int64_t max_len = 80, bool use_cache = true) const;
 };
 
 // Loads DIR/model.safetensors and the tokenizers beside it; a tokenizer whose fingerprint differs

@@ -158,33 +158,32 @@ class AliasTable {
   std::vector<int32_t> alias_;
 };
 
-// A barrier for the training threads, which are all busy between barriers: spins briefly (the
-// wait is usually a few microseconds), then yields.
+// A barrier for the training threads, which are all busy between barriers: it spins briefly (the
+// wait is usually a few microseconds), then sleeps on the generation counter (a futex), so a
+// thread whose partner lost its core to another process does not burn its own.
 class SpinBarrier {
  public:
-  // More threads than cores: yield at once (a spinning thread would hold the core the late one needs).
-  explicit SpinBarrier(int n)
-      : n_(n), spins_(static_cast<unsigned>(n) <= std::max(1u, std::thread::hardware_concurrency()) ? 20000 : 0) {}
+  explicit SpinBarrier(int n) : n_(n) {}
   void wait() {
     const uint32_t gen = gen_.load(std::memory_order_acquire);
     if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
       count_.store(0, std::memory_order_relaxed);
       gen_.store(gen + 1, std::memory_order_release);
+      gen_.notify_all();
       return;
     }
-    for (int spins = 0; gen_.load(std::memory_order_acquire) == gen; ++spins) {
-      if (spins < spins_) {
+    for (int spins = 0; spins < kSpins; ++spins) {
+      if (gen_.load(std::memory_order_acquire) != gen) return;
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
-      } else {
-        std::this_thread::yield();
-      }
     }
+    while (gen_.load(std::memory_order_acquire) == gen) gen_.wait(gen, std::memory_order_acquire);
   }
 
  private:
-  const int n_, spins_;
+  static constexpr int kSpins = 4000;
+  const int n_;
   std::atomic<int> count_{0};
   std::atomic<uint32_t> gen_{0};
 };
@@ -246,6 +245,9 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   const int64_t ld = (D + simd - 1) / simd * simd;  // padded row length: full vectors only
   const int64_t n_out = 1 + K, max_in = 2 * W;
   const int64_t per_thread = (opts_.batch + T - 1) / T;
+  TG_CHECK(per_thread * (max_in + n_out) * ld < (int64_t{1} << 31), "Word2Vec::train",
+           "batch {} x (2 x window {} + 1 + negative {}) x dim {} is too large for one batch's gradients; use a "
+           "smaller batch", opts_.batch, W, K, D);
   std::vector<Worker> workers(static_cast<size_t>(T));
   for (Worker& w : workers) {
     // Skip-gram: 2W context gradients and 1 + K output gradients a window; CBOW: one of the first.
