@@ -224,8 +224,8 @@ TEST_P(Forward, MatmulAgainstTripleLoop) {
   // (K in slices of 256, rows in blocks of up to 96, columns in blocks of 2048).
   for (auto [M, N, K] : {std::tuple{1, 1, 1}, {7, 17, 5}, {33, 65, 31}, {64, 64, 64}, {130, 3, 257}, {255, 257, 17},
                          {257, 33, 300}, {1, 513, 7}, {97, 2100, 9}, {6, 32, 512}, {13, 1, 255}, {9, 200, 1024},
-                         // 1 to 3 rows: the matrix-vector path (incremental decoding), 4-row groups and tails
-                         {1, 300, 70}, {2, 67, 130}, {3, 1030, 33}}) {
+                         // 1 to 8 rows: the matrix-vector path (incremental decoding), 4-row groups and tails
+                         {1, 300, 70}, {2, 67, 130}, {3, 1030, 33}, {4, 257, 64}, {8, 129, 100}}) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         Tensor a = tg::uniform(ta ? Shape{K, M} : Shape{M, K}, -1, 1, GetParam());

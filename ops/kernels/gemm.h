@@ -172,11 +172,12 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t ars, int64_t aks, const
 // C[M, N] (row stride ldc) = op(A) op(B), or += when accumulate. op(A)(i, k) is
 // A[i * lda + k] (or A[k * lda + i] when trans_a); op(B)(k, j) is B[k * ldb + j] (or
 // B[j * ldb + k] when trans_b). Threads split the rows of C (or, for short C, its columns).
-// Matrix-vector products (M <= 3 rows of A, plain): incremental decoding multiplies one token's
-// row by every weight matrix, where packing the weights (the blocked path) would cost as much as
-// the product. With trans_b (x Wᵀ, B holding W [N, K] row-major) each output is a dot product
-// of contiguous rows, four of W at a time; otherwise C's row is a sum of B's rows. Each element
-// of C is computed by one thread in a fixed order.
+// Matrix-vector products (M <= 8 rows of A, plain): incremental decoding multiplies one token's
+// row (or a beam's few) by every weight matrix, where packing the weights (the blocked path)
+// would cost as much as the product. With trans_b (x Wᵀ, B holding W [N, K] row-major) each
+// output is a dot product of contiguous rows: four rows of W at a time meet every row of A while
+// they are in L1, so W is read from memory once. Otherwise each row of C is a sum of B's rows.
+// Each element of C is computed by one thread in a fixed order.
 template <class T>
 void gemv_rows(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
                int64_t ldc, bool accumulate) {
@@ -184,13 +185,16 @@ void gemv_rows(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_
   constexpr int64_t L = static_cast<int64_t>(V::size);
   const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 16) / std::max<int64_t>(K * M, 1));
   parallel_for(0, N, grain, [&](int64_t j0, int64_t j1) {
-    for (int64_t i = 0; i < M; ++i) {
-      const T* a = A + i * lda;
-      T* c = C + i * ldc;
-      if (trans_b) {
-        int64_t j = j0;
-        for (; j + 4 <= j1; j += 4) {
-          const T *b0 = B + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    if (trans_b) {
+      auto store = [&](int64_t i, int64_t j, T r) {
+        T& c = C[i * ldc + j];
+        c = accumulate ? c + r : r;
+      };
+      int64_t j = j0;
+      for (; j + 4 <= j1; j += 4) {
+        const T *b0 = B + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        for (int64_t i = 0; i < M; ++i) {
+          const T* a = A + i * lda;
           V s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
           int64_t k = 0;
           for (; k + L <= K; k += L) {
@@ -207,26 +211,33 @@ void gemv_rows(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_
             r[2] += a[k] * b2[k];
             r[3] += a[k] * b3[k];
           }
-          for (int q = 0; q < 4; ++q) c[j + q] = accumulate ? c[j + q] + r[q] : r[q];
+          for (int q = 0; q < 4; ++q) store(i, j + q, r[q]);
         }
-        for (; j < j1; ++j) {
-          const T* b = B + j * ldb;
+      }
+      for (; j < j1; ++j) {
+        const T* b = B + j * ldb;
+        for (int64_t i = 0; i < M; ++i) {
+          const T* a = A + i * lda;
           V s(T(0));
           int64_t k = 0;
           for (; k + L <= K; k += L) s = xsimd::fma(V::load_unaligned(a + k), V::load_unaligned(b + k), s);
           T r = xsimd::hadd(s);
           for (; k < K; ++k) r += a[k] * b[k];
-          c[j] = accumulate ? c[j] + r : r;
+          store(i, j, r);
         }
-      } else {
-        if (!accumulate) std::fill(c + j0, c + j1, T(0));
-        for (int64_t k = 0; k < K; ++k) {
-          const V x(a[k]);
-          const T* b = B + k * ldb;
-          int64_t j = j0;
-          for (; j + L <= j1; j += L) xsimd::fma(x, V::load_unaligned(b + j), V::load_unaligned(c + j)).store_unaligned(c + j);
-          for (; j < j1; ++j) c[j] += a[k] * b[j];
-        }
+      }
+      return;
+    }
+    for (int64_t i = 0; i < M; ++i) {
+      const T* a = A + i * lda;
+      T* c = C + i * ldc;
+      if (!accumulate) std::fill(c + j0, c + j1, T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const V x(a[k]);
+        const T* b = B + k * ldb;
+        int64_t j = j0;
+        for (; j + L <= j1; j += L) xsimd::fma(x, V::load_unaligned(b + j), V::load_unaligned(c + j)).store_unaligned(c + j);
+        for (; j < j1; ++j) c[j] += a[k] * b[j];
       }
     }
   });
@@ -242,7 +253,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
       for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
     return;
   }
-  if (M <= 3 && !trans_a && N * K >= 4096) {
+  if (M <= 8 && !trans_a && N * K >= 4096) {
     gemv_rows(trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
