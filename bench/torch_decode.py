@@ -33,9 +33,10 @@ import math
 import os
 import re
 import struct
-import subprocess
 import sys
 import time
+
+from torch_children import run_per_thread  # bench/torch_children.py, beside this script
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
@@ -405,17 +406,7 @@ def main():
     if args.child is not None:
         child(args.child, args)
         return
-    failed = False
-    for t in [int(x) for x in args.threads.split(",") if x.strip()]:
-        env = dict(os.environ, OMP_NUM_THREADS=str(t), MKL_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(t),
-                   OMP_WAIT_POLICY=args.wait_policy)
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", str(t)] + [
-            a for a in sys.argv[1:] if a != "--child"]
-        p = subprocess.run(cmd, env=env)
-        if p.returncode != 0:
-            print(f"threads {t}: child failed with status {p.returncode}", file=sys.stderr)
-            failed = True
-    sys.exit(1 if failed else 0)
+    run_per_thread(__file__, args.threads, args.wait_policy, [a for a in sys.argv[1:] if a != "--child"])
 
 
 if __name__ == "__main__":

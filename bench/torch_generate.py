@@ -23,9 +23,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from torch_children import run_per_thread  # bench/torch_children.py, beside this script
 
 VOCAB, CONTEXT, D, HEADS, FF, LAYERS = 96, 1024, 256, 8, 1024, 4
 
@@ -114,17 +115,7 @@ def main():
     if args.child is not None:
         child(args.child, args)
         return
-    failed = False
-    for t in [int(x) for x in args.threads.split(",") if x.strip()]:
-        env = dict(os.environ, OMP_NUM_THREADS=str(t), MKL_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(t),
-                   OMP_WAIT_POLICY=args.wait_policy)
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", str(t), "--new-tokens", str(args.new_tokens),
-               "--prompt", str(args.prompt), "--repeats", str(args.repeats)]
-        p = subprocess.run(cmd, env=env)
-        if p.returncode != 0:
-            print(f"threads {t}: child failed with status {p.returncode}", file=sys.stderr)
-            failed = True
-    sys.exit(1 if failed else 0)
+    run_per_thread(__file__, args.threads, args.wait_policy, ["--new-tokens", str(args.new_tokens), "--prompt", str(args.prompt), "--repeats", str(args.repeats)])
 
 
 if __name__ == "__main__":

@@ -108,15 +108,18 @@ void DecoderCache::clear() {
   length = 0;
 }
 
+void DecoderCache::prepare(size_t layers, bool with_cross, const char* who) {
+  if (self.size() == layers) return;
+  TG_CHECK(length == 0 && self.empty(), who, "the cache was filled by a stack of {} layers, this one has {}",
+           self.size(), layers);
+  self.assign(layers, KVCache{});
+  if (with_cross) cross.assign(layers, KVCache{.fixed = true});
+}
+
 Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
                         const AttentionMask& memory_mask, DecoderCache* cache) {
   const size_t n = layers->size();
-  if (cache && cache->self.size() != n) {
-    TG_CHECK(cache->length == 0 && cache->self.empty(), "Decoder", "the cache was filled by a stack of {} layers, "
-             "this one has {}", cache->self.size(), n);
-    cache->self.assign(n, KVCache{});
-    cache->cross.assign(n, KVCache{.fixed = true});
-  }
+  if (cache) cache->prepare(n, /*with_cross=*/true, "Decoder");
   Tensor h = x;
   for (size_t i = 0; i < n; ++i)
     h = (*layers)[i]->forward(h, memory, self_mask, memory_mask, cache ? &cache->self[i] : nullptr,
@@ -226,11 +229,7 @@ Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache) {
   TG_CHECK(start + ids.size(1) <= cfg.context, "DecoderLM", "sequence of {} tokens exceeds the context of {}",
            start + ids.size(1), cfg.context);
   const size_t n = layers->size();
-  if (cache && cache->self.size() != n) {
-    TG_CHECK(cache->length == 0 && cache->self.empty(), "DecoderLM", "the cache was filled by a model of {} layers, "
-             "this one has {}", cache->self.size(), n);
-    cache->self.assign(n, KVCache{});
-  }
+  if (cache) cache->prepare(n, /*with_cross=*/false, "DecoderLM");
   Tensor h = dropout->forward(pos_embed->forward(tok_embed->forward(ids), start));
   for (size_t i = 0; i < n; ++i) h = (*layers)[i]->forward(h, {.causal = true}, cache ? &cache->self[i] : nullptr);
   if (cache) cache->length += ids.size(1);

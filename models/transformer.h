@@ -87,6 +87,9 @@ struct DecoderCache {
   int64_t length = 0;
   void reorder(const Tensor& rows);
   void clear();
+  // Sizes an empty cache for `layers` layers (cross caches too when with_cross); a cache filled
+  // by a stack of another depth is an error naming `who`.
+  void prepare(size_t layers, bool with_cross, const char* who);
 };
 
 class Decoder : public Module {
