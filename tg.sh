@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(g++ cmake make pkg-config libfmt-dev libabsl-dev libxsimd-dev xtl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libsentencepiece-dev)
+PACKAGES=(g++ cmake make pkg-config libfmt-dev libabsl-dev libxsimd-dev xtl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libsentencepiece-dev
+          libopenmpi-dev openmpi-bin)  # Open MPI: data-parallel training (optional at build time: -DTG_MPI=OFF)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 install_missing() {

@@ -215,6 +215,7 @@ int run(int argc, char** argv) {
   }
   tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(static_cast<int64_t>(train.starts.size()), o.batch), lm_step(train),
                                        evaluate);
+  if (!tg::dist::is_main()) return r.diverged() ? tg::train::kExitDiverged : 0;  // process 0 samples and reports
   if (r.diverged()) {
     std::fprintf(stderr, "train_lm: %s\n", r.message.c_str());
     return tg::train::kExitDiverged;

@@ -237,6 +237,7 @@ int run(int argc, char** argv) {
   }
   tg::train::FitResult result = trainer.fit(tg::train::BatchListSampler(tg::text::bucket_batches(train, o.batch_tokens)),
                                             seq2seq_step(train, o.label_smoothing), evaluate);
+  if (!tg::dist::is_main()) return result.diverged() ? tg::train::kExitDiverged : 0;  // process 0 evaluates and reports
   if (result.diverged()) {
     std::fprintf(stderr, "train_translator: %s\n", result.message.c_str());
     return tg::train::kExitDiverged;

@@ -1,6 +1,7 @@
 #include "graph/random.h"
 
 #include <cmath>
+#include <utility>
 
 namespace tg {
 namespace {
@@ -58,5 +59,20 @@ Generator& default_generator() {
   return g;
 }
 void manual_seed(uint64_t seed) { default_generator().seed_(seed); }
+
+namespace {
+thread_local SampleKeyScope* t_sample_keys = nullptr;
+}
+SampleKeyScope::SampleKeyScope(uint64_t k, std::vector<int64_t> s) : key(k), samples(std::move(s)), outer_(t_sample_keys) {
+  t_sample_keys = this;
+}
+SampleKeyScope::~SampleKeyScope() { t_sample_keys = outer_; }
+SampleKeyScope* current_sample_keys() { return t_sample_keys; }
+
+uint64_t mix_key(uint64_t a, uint64_t b) {
+  uint64_t x = b;
+  x = splitmix64(x) ^ a;
+  return splitmix64(x);
+}
 
 }  // namespace tg

@@ -3,6 +3,7 @@
 // initialiser reproducible. Numbers are drawn on the calling thread, in order, so they do not
 // depend on the thread count.
 #include <cstdint>
+#include <vector>
 
 namespace tg {
 
@@ -26,5 +27,31 @@ class Generator {
 
 Generator& default_generator();
 void manual_seed(uint64_t seed);
+
+// Dropout keyed by sample, which is what makes data-parallel training independent of the number
+// of processes. While a SampleKeyScope is alive on this thread, dropout on a tensor whose first
+// dimension has one entry per sample takes each element's mask from (key, the call's number in
+// the scope, the sample's id, the element's position within the sample) and not from the global
+// generator: a sample gets the same mask whichever batch, batch row or process it lands in, and
+// however its batch is padded. tg::train::Trainer opens one per micro-batch (key from the seed and
+// the step); the rows of the batch must be those samples, in that order.
+class SampleKeyScope {
+ public:
+  SampleKeyScope(uint64_t key, std::vector<int64_t> samples);
+  ~SampleKeyScope();
+  SampleKeyScope(const SampleKeyScope&) = delete;
+  SampleKeyScope& operator=(const SampleKeyScope&) = delete;
+
+  uint64_t key;
+  std::vector<int64_t> samples;
+  uint64_t calls = 0;  // dropout calls so far in this scope
+
+ private:
+  SampleKeyScope* outer_;
+};
+// The innermost scope of this thread, or nullptr.
+SampleKeyScope* current_sample_keys();
+// A 64-bit mix of two numbers (splitmix64's finaliser): keys derived from keys.
+uint64_t mix_key(uint64_t a, uint64_t b);
 
 }  // namespace tg

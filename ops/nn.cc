@@ -366,16 +366,63 @@ Tensor dropout_mask(const Shape& shape, DType dtype, uint64_t key, uint32_t thre
 }
 }  // namespace
 
+namespace {
+// Dropout keyed by sample: one key per row (every dimension but the last), from the call's key,
+// the row's sample and its coordinates within the sample, so that padding changes no key.
+std::shared_ptr<std::vector<uint64_t>> sample_row_keys(const Shape& shape, SampleKeyScope& sk) {
+  const uint64_t call = mix_key(sk.key, sk.calls++);
+  const int64_t d = static_cast<int64_t>(shape.size()), len = shape[static_cast<size_t>(d - 1)];
+  const int64_t rows = len > 0 ? shape.numel() / len : 0, per_sample = shape[0] > 0 ? rows / shape[0] : 0;
+  auto keys = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(rows));
+  std::vector<int64_t> coord(static_cast<size_t>(d), 0);  // coordinates of dims 1 .. d-2
+  for (int64_t b = 0; b < shape[0]; ++b) {
+    const uint64_t sample_key = mix_key(call, static_cast<uint64_t>(sk.samples[static_cast<size_t>(b)]));
+    std::fill(coord.begin(), coord.end(), 0);
+    for (int64_t r = 0; r < per_sample; ++r) {
+      uint64_t k = sample_key;
+      for (int64_t i = 1; i + 1 < d; ++i) k = mix_key(k, static_cast<uint64_t>(coord[static_cast<size_t>(i)]));
+      (*keys)[static_cast<size_t>(b * per_sample + r)] = k;
+      for (int64_t i = d - 2; i >= 1; --i) {  // odometer over dims 1 .. d-2
+        if (++coord[static_cast<size_t>(i)] < shape[static_cast<size_t>(i)]) break;
+        coord[static_cast<size_t>(i)] = 0;
+      }
+    }
+  }
+  return keys;
+}
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, bool training) {
   detail::check_float(x, "dropout");
   TG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return mul(x, 0.0);
+  const uint32_t threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
+  const double scale = 1.0 / (1.0 - p);
+  SampleKeyScope* sk = current_sample_keys();
+  if (sk && x.dim() >= 2 && x.size(0) == static_cast<int64_t>(sk->samples.size())) {
+    auto keys = sample_row_keys(x.shape(), *sk);
+    const int64_t len = x.size(x.dim() - 1), rows = static_cast<int64_t>(keys->size());
+    Tensor y = Tensor::empty(x.shape(), x.dtype());
+    dispatch_float(x.dtype(), "dropout", [&](auto tag) {
+      using T = decltype(tag);
+      k::dropout_apply_rows<T>(x.data<T>(), y.data<T>(), rows, len, keys->data(), threshold, static_cast<T>(scale));
+    });
+    return record("dropout", y, {x}, [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](const Tensor& g0, const Node&) {
+      Tensor g = to(g0, dtype);
+      const int64_t len = shape[shape.size() - 1], rows = static_cast<int64_t>(keys->size());
+      Tensor mask = Tensor::empty(shape, dtype);
+      dispatch_float(dtype, "dropout", [&](auto tag) {
+        using T = decltype(tag);
+        Tensor ones_t = full(shape, 1.0, dtype);
+        k::dropout_apply_rows<T>(ones_t.data<T>(), mask.data<T>(), rows, len, keys->data(), threshold, static_cast<T>(scale));
+      });
+      return Grads{mul(g, mask)};
+    });
+  }
   // One draw from the global generator keys the whole mask (reproducible under manual_seed);
   // the mask itself is never stored: the backward regenerates it from the key.
   const uint64_t key = default_generator().next_u64();
-  const uint32_t threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
-  const double scale = 1.0 / (1.0 - p);
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);

@@ -131,8 +131,8 @@ Result<TrainState> read_state(const SafetensorsFile& f, const std::string& path,
 
 }  // namespace
 
-Status save_train_state(const std::string& path, const TrainState& st, const Module& model, const Optimizer& opt) {
-  StateDict all;
+namespace {
+void build_state(const TrainState& st, const Module& model, const Optimizer& opt, StateDict& all, Metadata& meta) {
   for (const auto& [n, t] : model.state_dict()) all.insert("model." + n, t);
   for (const auto& [n, t] : opt.state()) all.insert("optim." + n, t);
   for (const auto& [name, pts] : st.history) {
@@ -141,7 +141,6 @@ Status save_train_state(const std::string& path, const TrainState& st, const Mod
     for (const auto& [x, y] : pts) flat.push_back(x), flat.push_back(y);
     all.insert("history." + name, from_vector(flat, {static_cast<int64_t>(pts.size()), 2}, kFloat64));
   }
-  Metadata meta;
   meta["format"] = kFormat;
   meta["version"] = std::to_string(TrainState::kVersion);
   meta["optimizer"] = opt.type_name();
@@ -163,11 +162,9 @@ Status save_train_state(const std::string& path, const TrainState& st, const Mod
   meta["tokenizer_fingerprint"] = st.tokenizer_fingerprint;
   for (const auto& [name, s] : st.rngs) meta["rng." + name] = rng_to_string(s);
   for (const auto& [k, v] : st.user) meta["user." + k] = v;
-  return save_safetensors(path, all, meta);
 }
 
-Result<TrainState> load_train_state(const std::string& path, Module& model, Optimizer& opt) {
-  Result<SafetensorsFile> f = load_safetensors(path);
+Result<TrainState> load_parsed(const Result<SafetensorsFile>& f, const std::string& path, Module& model, Optimizer& opt) {
   if (!f.ok()) return f.status();
   StateDict model_sd, optim_sd;
   Result<TrainState> st = read_state(*f, path, &model_sd, &optim_sd);
@@ -188,6 +185,29 @@ Result<TrainState> load_train_state(const std::string& path, Module& model, Opti
   }
   opt.set_lr(*lr);
   return st;
+}
+}  // namespace
+
+Status save_train_state(const std::string& path, const TrainState& st, const Module& model, const Optimizer& opt) {
+  StateDict all;
+  Metadata meta;
+  build_state(st, model, opt, all, meta);
+  return save_safetensors(path, all, meta);
+}
+
+std::string serialize_train_state(const TrainState& st, const Module& model, const Optimizer& opt) {
+  StateDict all;
+  Metadata meta;
+  build_state(st, model, opt, all, meta);
+  return serialize_safetensors(all, meta);
+}
+
+Result<TrainState> load_train_state(const std::string& path, Module& model, Optimizer& opt) {
+  return load_parsed(load_safetensors(path), path, model, opt);
+}
+
+Result<TrainState> parse_train_state(std::string_view bytes, const std::string& source, Module& model, Optimizer& opt) {
+  return load_parsed(parse_safetensors(bytes, source), source, model, opt);
 }
 
 Result<TrainState> peek_train_state(const std::string& path) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,9 @@ Status save_train_state(const std::string& path, const TrainState& state, const 
 // Loads into model and optimizer (built as when saved: names, shapes and optimizer type are
 // checked) and returns the state; restores nothing of the generators (the caller does).
 Result<TrainState> load_train_state(const std::string& path, Module& model, Optimizer& opt);
+// The same, in memory: what process 0 sends the others when a data-parallel run starts.
+std::string serialize_train_state(const TrainState& state, const Module& model, const Optimizer& opt);
+Result<TrainState> parse_train_state(std::string_view bytes, const std::string& source, Module& model, Optimizer& opt);
 // Reads only the metadata and history (no model needed): for tools and for choosing a checkpoint.
 Result<TrainState> peek_train_state(const std::string& path);
 

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "dist/dist.h"
 #include "graph/error.h"
 
 namespace tg::cli {
@@ -107,11 +108,22 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
+bool g_several = false;  // one of several processes (mpirun): set by run_main
+
 void print_error(const std::string& message) {
   std::fflush(stdout);  // what the program printed comes first
   std::string m = message;
   while (!m.empty() && (m.back() == '\n' || m.back() == '\r')) m.pop_back();
   if (m.empty()) m = "unknown error";
+  if (g_several) {
+    // An error every process raised together is printed once, by process 0; one of this process
+    // alone says which process it is.
+    if (dist::error_is_shared()) {
+      if (!dist::is_main()) return;
+    } else {
+      m = fmt::format("process {} of {}: {}", dist::rank(), dist::size(), m);
+    }
+  }
   if (g_program.empty()) std::fprintf(stderr, "%s\n", m.c_str());
   else std::fprintf(stderr, "%s: %s\n", g_program.c_str(), m.c_str());
   std::fflush(stderr);
@@ -418,9 +430,18 @@ Status Flags::parse(int argc, char** argv) {
 
 const std::string& program_name() { return g_program; }
 
+namespace {
+// After an error: with several processes, one that failed alone ends the whole job (the others
+// would wait for it); an error they all raised together lets each exit normally.
+[[noreturn]] void exit_after_error(int code) {
+  if (g_several && !dist::error_is_shared()) dist::abort_job(code);
+  std::exit(code);
+}
+}  // namespace
+
 void fail(const std::string& message, int code) {
   print_error(message);
-  std::exit(code);
+  exit_after_error(code);
 }
 
 int run_main(int argc, char** argv, const std::function<int()>& body) {
@@ -430,6 +451,10 @@ int run_main(int argc, char** argv, const std::function<int()>& body) {
     g_program = std::string(slash == std::string_view::npos ? a0 : a0.substr(slash + 1));
   }
   try {
+    if (dist::launched_as_several()) {  // join the other processes; only process 0 prints results
+      g_several = dist::world().size() > 1;
+      if (g_several && !dist::is_main() && !std::freopen("/dev/null", "w", stdout)) std::fclose(stdout);
+    }
     return body();
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
@@ -438,6 +463,7 @@ int run_main(int argc, char** argv, const std::function<int()>& body) {
   } catch (...) {
     print_error("unknown error (an exception that is not a std::exception)");
   }
+  if (g_several && !dist::error_is_shared()) dist::abort_job(1);
   return 1;
 }
 

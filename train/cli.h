@@ -113,7 +113,10 @@ class Flags {
 
 // Sets program_name() to basename(argv[0]) and returns body()'s exit code. Any exception escaping
 // body (tg::Error, std::exception, anything else) becomes one line "program: message" on stderr and
-// exit code 1. It parses nothing itself.
+// exit code 1. It parses nothing itself. Launched as one of several processes (mpirun, srun), it
+// first joins the others (tg::dist::world()); then only process 0's standard output is kept, an
+// error all processes raised together is printed once, and an error of one process alone is
+// printed as "program: process R of N: message" and ends the whole job.
 int run_main(int argc, char** argv, const std::function<int()>& body);
 
 // A program's own fatal error: prints "program: message" on stderr and exits with `code`.

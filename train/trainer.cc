@@ -114,12 +114,15 @@ struct Trainer::Impl {
   bool grads_final = false;   // the current micro-batch is the step's last: on_grad_ready may run
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
   bool hooks_registered = false;
+  std::unique_ptr<dist::GradientSync> sync;
   int64_t last_eval_step = -1, last_save_step = -1;
 };
 
 Trainer::Trainer(Module& model, Optimizer& opt, TrainerOptions options)
-    : model_(model), opt_(opt), opts_(std::move(options)), impl_(std::make_unique<Impl>()) {
+    : model_(model), opt_(opt), opts_(std::move(options)), comm_(opts_.comm ? opts_.comm : &dist::world()),
+      impl_(std::make_unique<Impl>()) {
   const auto& o = opts_;
+  TG_CHECK(o.check_replicas_every >= 0, "Trainer", "check_replicas_every must be >= 0, got {}", o.check_replicas_every);
   TG_CHECK(o.max_steps >= 0 && o.max_epochs >= 0 && o.max_minutes >= 0 && std::isfinite(o.max_minutes), "Trainer",
            "max_steps, max_epochs and max_minutes must be >= 0 (got {}, {}, {})", o.max_steps, o.max_epochs, o.max_minutes);
   TG_CHECK(o.max_steps > 0 || o.max_epochs > 0 || o.max_minutes > 0, "Trainer",
@@ -205,24 +208,143 @@ void Trainer::open_metrics(int64_t keep_bytes) {
 
 Status Trainer::start(bool overwrite) {
   TG_CHECK(!started_, "Trainer::start", "the run was already started or resumed");
-  if (!opts_.run_dir.empty()) {
-    TG_RETURN_IF_ERROR(make_dirs(opts_.run_dir));
-    remove_stale_temporaries(opts_.run_dir);
-    TG_RETURN_IF_ERROR(check_run_dir(opts_.run_dir, false, overwrite));
-    std::error_code ec;
-    for (const auto& p : earlier_run(opts_.run_dir)) fs::remove(p, ec);
-    try {
-      open_metrics(-1);
-    } catch (const Error& e) {
-      return Status::error(e.what());
+  Status setup = check_same_setup();
+  if (!setup.ok()) return setup;
+  Status s;
+  if (!opts_.run_dir.empty() && comm_->is_main()) {  // only process 0 touches the run folder
+    s = make_dirs(opts_.run_dir);
+    if (s.ok()) {
+      remove_stale_temporaries(opts_.run_dir);
+      s = check_run_dir(opts_.run_dir, false, overwrite);
     }
+    if (s.ok()) {
+      std::error_code ec;
+      for (const auto& p : earlier_run(opts_.run_dir)) fs::remove(p, ec);
+      try {
+        open_metrics(-1);
+      } catch (const Error& e) {
+        s = Status::error(e.what());
+      }
+    }
+  }
+  TG_RETURN_IF_ERROR(agree(s));
+  send_state_from_main();
+  started_ = true;
+  return {};
+}
+
+Status Trainer::agree(Status s) {
+  if (!distributed()) return s;
+  std::string message = s.ok() ? "" : s.message();
+  comm_->broadcast(message, 0, "agreeing on process 0's status");
+  if (message.empty()) return {};
+  dist::mark_error_shared();
+  return Status::error(message);
+}
+
+namespace {
+// 64-bit FNV-1a over bytes.
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+}  // namespace
+
+Status Trainer::check_same_setup() {
+  if (!distributed()) return {};
+  // What must agree, one line each: a mismatch is named by its line.
+  std::string structure;
+  for (const auto& [n, p] : model_.named_parameters()) structure += fmt::format("{}{}{};", n, p.shape(), p.requires_grad() ? "" : "f");
+  const auto& o = opts_;
+  const std::vector<std::pair<std::string, std::string>> items = {
+      {"program configuration hash", o.config_hash.empty() ? "none" : o.config_hash},
+      {"tokenizer fingerprint", o.tokenizer_fingerprint.empty() ? "none" : o.tokenizer_fingerprint},
+      {"model (parameter names and shapes, hashed)", fmt::format("{:016x}", fnv1a(structure.data(), structure.size()))},
+      {"optimizer", opt_.type_name()},
+      {"trainer limits (max_steps, max_epochs, max_minutes)", fmt::format("{} {} {:g}", o.max_steps, o.max_epochs, o.max_minutes)},
+      {"trainer settings (accumulate, clip, eval_every, checkpoint_every, seed)",
+       fmt::format("{} {:g} {} {} {}", o.accumulate, o.clip_grad_norm, o.eval_every, o.checkpoint_every, o.seed)},
+      {"run folder", o.run_dir}};
+  std::string mine;
+  for (const auto& [k, v] : items) mine += v + "\n";
+  const std::vector<std::string> all = comm_->all_gather(mine, "comparing the processes' configurations");
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    size_t a = 0, b = 0;
+    for (const auto& [label, v0] : items) {
+      (void)v0;
+      const size_t ea = all[0].find('\n', a), eb = all[r].find('\n', b);
+      const std::string x = all[0].substr(a, ea - a), y = all[r].substr(b, eb - b);
+      if (x != y) {
+        dist::mark_error_shared();
+        return Status::error(fmt::format("the processes were started differently: process {} has {} '{}', process 0 '{}' "
+                                         "(start every process with the same flags, model and data)", r, label, y, x));
+      }
+      a = ea + 1;
+      b = eb + 1;
+    }
+  }
+  return {};
+}
+
+void Trainer::send_state_from_main() {
+  if (!distributed()) return;
+  std::string bytes;
+  if (comm_->is_main()) {
+    TrainState st = state_;
+    st.rngs["default"] = default_generator().state();
+    st.seconds = elapsed();
+    bytes = serialize_train_state(st, model_, opt_);
+  }
+  comm_->broadcast(bytes, 0, "sending process 0's parameters and optimizer state");
+  if (comm_->is_main()) return;
+  Result<TrainState> st = parse_train_state(bytes, "process 0's training state", model_, opt_);
+  if (!st.ok()) throw Error(st.status().message());
+  state_ = std::move(*st);
+  default_generator().set_state(state_.rngs.at("default"));
+  impl_->seconds_before = state_.seconds;
+  impl_->clock = std::chrono::steady_clock::now();
+}
+
+void Trainer::check_replicas() {
+  std::string mine;
+  std::vector<std::string> names;
+  for (const auto& [n, p] : model_.named_parameters()) {
+    const uint64_t h = fnv1a(p.raw_data(), static_cast<size_t>(p.numel()) * dtype_size(p.dtype()));
+    mine.append(reinterpret_cast<const char*>(&h), sizeof h);
+    names.push_back(n);
+  }
+  const std::vector<std::string> all = comm_->all_gather(mine, "comparing the processes' parameters");
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    size_t i = 0;
+    while (i < names.size() && all[r].compare(i * 8, 8, all[0], i * 8, 8) == 0) ++i;
+    dist::mark_error_shared();
+    throw Error(fmt::format("Trainer: after step {} parameter '{}' differs between process 0 and process {} (the replicas "
+                            "diverged: a process-dependent random draw, or an op that is not deterministic)",
+                            state_.step, i < names.size() ? names[i] : "?", r));
+  }
+}
+
+dist::SyncStats Trainer::sync_stats() const { return impl_->sync ? impl_->sync->last_stats() : dist::SyncStats{}; }
+
+Status Trainer::resume(const std::string& path) {
+  TG_CHECK(!started_, "Trainer::resume", "the run was already started or resumed");
+  Status setup = check_same_setup();
+  if (!setup.ok()) return setup;
+  // Process 0 reads the checkpoint (the others need not see the run folder) and sends it on.
+  Status s = comm_->is_main() ? resume_here(path) : Status{};
+  TG_RETURN_IF_ERROR(agree(s));
+  if (distributed()) {
+    send_state_from_main();
+    impl_->last_eval_step = impl_->last_save_step = state_.step;
   }
   started_ = true;
   return {};
 }
 
-Status Trainer::resume(const std::string& path) {
-  TG_CHECK(!started_, "Trainer::resume", "the run was already started or resumed");
+Status Trainer::resume_here(const std::string& path) {
   std::string file = path;
   if (file.empty()) {
     if (opts_.run_dir.empty()) return Status::error("resume: no run_dir and no checkpoint path given");
@@ -265,7 +387,6 @@ Status Trainer::resume(const std::string& path) {
       return Status::error(e.what());
     }
   }
-  started_ = true;
   return {};
 }
 
@@ -290,6 +411,8 @@ std::string Trainer::save_checkpoint() {
     state_.kept.erase(state_.kept.begin());
   }
   if (callbacks.before_save) callbacks.before_save(state_);
+  impl_->last_save_step = state_.step;
+  if (!comm_->is_main()) return path;  // the same bookkeeping everywhere; process 0 writes
   Status s = save_train_state(path, state_, model_, opt_);
   if (!s.ok()) {
     state_.kept = old;
@@ -297,7 +420,6 @@ std::string Trainer::save_checkpoint() {
   }
   std::error_code ec;
   for (const auto& d : drop) fs::remove(opts_.run_dir + "/" + d, ec);  // only after the new one is safely written
-  impl_->last_save_step = state_.step;
   if (callbacks.on_checkpoint) callbacks.on_checkpoint(path);
   return path;
 }
@@ -306,14 +428,15 @@ double Trainer::evaluate_loss(const std::vector<std::vector<int64_t>>& batches, 
   NoGradGuard ng;
   const bool was = model_.is_training();
   model_.eval();
-  double total = 0, count = 0;
-  for (const auto& b : batches) {
-    StepOutput out = step(b);
-    total += out.loss_sum.item();
-    count += out.count;
+  double sums[2] = {0, 0};  // loss, count; with several processes each takes every size()-th batch
+  for (size_t i = static_cast<size_t>(comm_->rank()); i < batches.size(); i += static_cast<size_t>(comm_->size())) {
+    StepOutput out = step(batches[i]);
+    sums[0] += out.loss_sum.item();
+    sums[1] += out.count;
   }
+  comm_->all_reduce_sum(sums, 2, "the evaluation loss");
   model_.train(was);
-  return count > 0 ? total / count : NAN;
+  return sums[1] > 0 ? sums[0] / sums[1] : NAN;
 }
 
 bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
@@ -325,6 +448,17 @@ bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
     model_.eval();
     m = eval();
     model_.train(was);
+  }
+  if (distributed()) {  // every process evaluates; process 0's numbers decide (early stopping) for all
+    std::string text;
+    for (const auto& [k, v] : m) text += fmt::format("{}\t{:.17g}\n", k, v);
+    comm_->broadcast(text, 0, "sharing the evaluation");
+    m.clear();
+    for (size_t a = 0; a < text.size();) {
+      const size_t tab = text.find('\t', a), nl = text.find('\n', a);
+      m[text.substr(a, tab - a)] = std::strtod(text.c_str() + tab + 1, nullptr);
+      a = nl + 1;
+    }
   }
   impl_->last_eval_step = state_.step;
   std::vector<std::pair<std::string, double>> values(m.begin(), m.end());
@@ -347,7 +481,7 @@ bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
     state_.has_best = true;
     state_.best_step = state_.step;
     state_.bad_evals = 0;
-    if (opts_.save_best && !opts_.run_dir.empty())
+    if (opts_.save_best && !opts_.run_dir.empty() && comm_->is_main())
       save_module(model_, opts_.run_dir + "/best.safetensors",
                   {{"step", std::to_string(state_.step)}, {es.metric, fmt::format("{:.17g}", v)}})
           .or_throw();
@@ -365,12 +499,21 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
   FitResult result;
   const std::vector<Tensor> params = model_.trainable_parameters();
   TG_CHECK(!params.empty(), "Trainer::fit", "the model has no trainable parameters");
-  if (callbacks.on_grad_ready && !impl_->hooks_registered) {
+  if (distributed() && !impl_->sync) {
+    std::vector<std::pair<std::string, Tensor>> trainable;
+    for (const auto& [name, p] : model_.named_parameters())
+      if (p.requires_grad()) trainable.emplace_back(name, p);
+    impl_->sync = std::make_unique<dist::GradientSync>(*comm_, std::move(trainable), opts_.grad_sync);
+  }
+  if ((callbacks.on_grad_ready || impl_->sync) && !impl_->hooks_registered) {
+    size_t index = 0;
     for (const auto& [name, p] : model_.named_parameters()) {
       if (!p.requires_grad()) continue;
       Tensor param = p;
-      param.register_post_accumulate_grad_hook([this, name = name, alive = impl_->alive](const Tensor& t) {
-        if (*alive && impl_->grads_final && callbacks.on_grad_ready) callbacks.on_grad_ready(name, t);
+      param.register_post_accumulate_grad_hook([this, name = name, i = index++, alive = impl_->alive](const Tensor& t) {
+        if (!*alive || !impl_->grads_final) return;
+        if (callbacks.on_grad_ready) callbacks.on_grad_ready(name, t);
+        if (impl_->sync) impl_->sync->ready(i);
       });
     }
     impl_->hooks_registered = true;
@@ -392,13 +535,26 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
              "and batch settings", state_.epoch_samples, state_.epoch);
   };
   load_epoch();
+  if (distributed()) {  // the same data on every process, or the shards would not add up
+    std::string order;
+    for (const auto& b : batches) order.append(reinterpret_cast<const char*>(b.data()), b.size() * sizeof(int64_t)).push_back(';');
+    const uint64_t h = fnv1a(order.data(), order.size());
+    const std::string mine = fmt::format("{} batches, {:016x}", batches.size(), h);
+    const std::vector<std::string> all = comm_->all_gather(mine, "comparing the processes' data");
+    for (size_t r = 1; r < all.size(); ++r)
+      if (all[r] != all[0]) {
+        dist::mark_error_shared();
+        throw Error(fmt::format("Trainer::fit: the processes have different training data: process {} has {}, process 0 {} (give "
+                                "every process the same data and batch settings)", r, all[r], all[0]));
+      }
+  }
 
   // The bar counts steps to max_steps, or else the steps of the current epoch.
   double units = 0, ema = 0, ema_weight = 0;  // the progress line's loss: a debiased moving average
   std::unique_ptr<Progress> progress;
   int64_t bar_start = state_.step;
   auto new_bar = [&] {
-    if (!opts_.show_progress) return;
+    if (!opts_.show_progress || !comm_->is_main()) return;
     if (progress) progress->finish();
     bar_start = state_.step;
     units = 0;
@@ -420,7 +576,8 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       result.message = fmt::format("finished {} epochs", opts_.max_epochs);
       break;
     }
-    if (opts_.max_minutes > 0 && elapsed() >= opts_.max_minutes * 60) {
+    // With several processes, process 0's clock decides for all.
+    if (opts_.max_minutes > 0 && comm_->from_main(elapsed() >= opts_.max_minutes * 60)) {
       result.reason = StopReason::kTimeBudget;
       result.message = fmt::format("used the time budget of {:g} minutes", opts_.max_minutes);
       break;
@@ -433,20 +590,34 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     // One optimizer step: forward and backward of each micro-batch (summed losses).
     double loss_sum = 0, count = 0;
     for (int64_t m = 0; m < opts_.accumulate && next < batches.size(); ++m) {
-      const std::vector<int64_t>& b = batches[next++];
+      const std::vector<int64_t>& global = batches[next++];
       impl_->grads_final = m + 1 == opts_.accumulate || next == batches.size();
-      StepOutput out = step_fn(b);
-      TG_CHECK(out.loss_sum.defined() && out.loss_sum.numel() == 1, "Trainer::fit",
-               "the step function must return a one-element loss, got {}",
-               out.loss_sum.defined() ? fmt::format("shape {}", out.loss_sum.shape()) : std::string("an undefined tensor"));
-      TG_CHECK(out.count > 0 && std::isfinite(out.count), "Trainer::fit", "the step function returned count {} (expected > 0)",
-               out.count);
-      out.loss_sum.backward();
+      // This process's share (all of it with one process; possibly none of a batch smaller than the process count).
+      const std::vector<int64_t> b = distributed() ? dist::shard(global, comm_->rank(), comm_->size()) : global;
+      if (!b.empty()) {
+        // Dropout keyed by (seed, step, sample, position): the same masks however the batch is split.
+        SampleKeyScope keys(mix_key(state_.sampler_seed, static_cast<uint64_t>(state_.step + 1)), b);
+        StepOutput out = step_fn(b);
+        TG_CHECK(out.loss_sum.defined() && out.loss_sum.numel() == 1, "Trainer::fit",
+                 "the step function must return a one-element loss, got {}",
+                 out.loss_sum.defined() ? fmt::format("shape {}", out.loss_sum.shape()) : std::string("an undefined tensor"));
+        TG_CHECK(out.count >= 0 && std::isfinite(out.count) && (out.count > 0 || distributed()), "Trainer::fit",
+                 "the step function returned count {} (expected > 0)", out.count);
+        out.loss_sum.backward();
+        loss_sum += out.loss_sum.item();
+        count += out.count;
+      }
       impl_->grads_final = false;
-      loss_sum += out.loss_sum.item();
-      count += out.count;
-      state_.epoch_samples += static_cast<int64_t>(b.size());
-      state_.samples += static_cast<int64_t>(b.size());
+      state_.epoch_samples += static_cast<int64_t>(global.size());
+      state_.samples += static_cast<int64_t>(global.size());
+    }
+    if (distributed()) {  // gradients, losses and counts summed over the processes
+      impl_->sync->finish();
+      double sums[2] = {loss_sum, count};
+      comm_->all_reduce_sum(sums, 2, "the step's loss and count");
+      loss_sum = sums[0];
+      count = sums[1];
+      TG_CHECK(count > 0, "Trainer::fit", "the step functions of all processes returned count 0 at step {}", state_.step + 1);
     }
     const double loss = loss_sum / count;
     const double norm = grad_norm(params) / count;
@@ -469,6 +640,7 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     opt_.step();
     opt_.zero_grad();
     ++state_.step;
+    if (distributed() && opts_.check_replicas_every > 0 && state_.step % opts_.check_replicas_every == 0) check_replicas();
 
     const bool epoch_done = next >= batches.size();
     if (epoch_done) {
@@ -492,7 +664,8 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     bool stop = false;
     const bool eval_now = (opts_.eval_every > 0 && state_.step % opts_.eval_every == 0) || (epoch_done && opts_.eval_each_epoch);
     if (eval_now) stop = evaluate(eval, result);
-    if (callbacks.should_stop && callbacks.should_stop(info) && !stop) {
+    const bool asked = callbacks.should_stop && callbacks.should_stop(info);
+    if (comm_->any(asked) && !stop) {
       stop = true;
       result.reason = StopReason::kStopRequested;
       result.message = fmt::format("stopped on request at step {}", state_.step);

@@ -19,7 +19,8 @@
 // norm; if the loss or the norm is not finite, stop *before* the optimizer step (the parameters
 // stay those of the previous step; no checkpoint is written); divide the gradients by the total
 // count of the micro-batches (so means stay right however a batch is split) and clip; the
-// optimizer step with the schedule's learning rate.
+// optimizer step with the schedule's learning rate. Under mpirun (several processes) the same
+// loop runs data-parallel with no change to the program: see TrainerOptions::comm.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "../dist/dist.h"
+#include "../dist/grad_sync.h"
 #include "../models/module.h"
 #include "../optim/optimizer.h"
 #include "checkpoint.h"
@@ -100,6 +103,15 @@ struct TrainerOptions {
   std::string unit = "tok";      // what a step function's count counts, for the progress line
   std::string config_hash{};       // must match on resume (a hash of the program's configuration)
   std::string tokenizer_fingerprint{};  // must match on resume (see text::Tokenizer::fingerprint)
+  // Data parallelism: the processes that train together (nullptr: tg::dist::world(), i.e. every
+  // process of an mpirun or srun launch, or this one alone). With several, each takes its share
+  // of every batch (dist::shard), gradients are summed across them in buckets during backward and
+  // divided by the global count, process 0's state is sent to the others at start and resume,
+  // and only process 0 writes files and shows progress. Results do not depend on the number of
+  // processes beyond the order of floating-point sums.
+  dist::Communicator* comm = nullptr;
+  dist::GradSyncOptions grad_sync{};
+  int64_t check_replicas_every = 0;  // steps between checks that every process holds the same parameters (0: never)
 };
 
 // What the loop reports after each optimizer step.
@@ -169,18 +181,28 @@ class Trainer {
   const History& history() const { return state_.history; }
   const TrainerOptions& options() const { return opts_; }
   Module& model() { return model_; }
+  dist::Communicator& comm() { return *comm_; }
+  bool distributed() const { return comm_->size() > 1; }
+  // The last step's gradient synchronisation (zero without several processes).
+  dist::SyncStats sync_stats() const;
   std::string checkpoint_path(int64_t step) const;
   std::string last_checkpoint() const;  // newest kept, or ""
 
  private:
   struct Impl;
   bool evaluate(const EvalFn& eval, FitResult& result);  // true: early stopping says stop
+  Status resume_here(const std::string& path);
+  Status agree(Status s);         // process 0's status, on every process
+  Status check_same_setup();      // every process started with the same configuration
+  void send_state_from_main();    // process 0's model, optimizer and state to the others
+  void check_replicas();
   void open_metrics(int64_t keep_bytes);
   double elapsed() const;
 
   Module& model_;
   Optimizer& opt_;
   TrainerOptions opts_;
+  dist::Communicator* comm_;
   std::function<double(int64_t)> schedule_{};
   TrainState state_;
   std::unique_ptr<Impl> impl_;

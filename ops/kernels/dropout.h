@@ -39,6 +39,26 @@ inline void dropout_bits(uint64_t key, int64_t first, uint32_t* out, int64_t n) 
   for (; j < n; ++j) out[j] = fmix32(fmix32(static_cast<uint32_t>(first + j) ^ k1) ^ k2);
 }
 
+// Keyed by row: y[r, j] = keep ? x[r, j] * scale : 0 with keep from hash(row_keys[r], j), for rows
+// of `len` elements (dropout keyed by sample, whose rows are padding-independent positions).
+template <class T>
+void dropout_apply_rows(const T* x, T* y, int64_t rows, int64_t len, const uint64_t* row_keys, uint32_t threshold, T scale) {
+  const int32_t thr31 = static_cast<int32_t>(threshold >> 1);
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(len, 1));
+  parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+    alignas(64) uint32_t bits[2048];
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t start = 0; start < len; start += 2048) {
+        const int64_t n = std::min<int64_t>(2048, len - start);
+        dropout_bits(row_keys[r], start, bits, n);
+        const T* xs = x + r * len + start;
+        T* ys = y + r * len + start;
+        for (int64_t j = 0; j < n; ++j) ys[j] = static_cast<int32_t>(bits[j] >> 1) >= thr31 ? xs[j] * scale : T(0);
+      }
+    }
+  });
+}
+
 // y = keep ? x * scale : 0, keep[i] = bits(i) >= threshold (compared on the top 31 bits, so the
 // comparison is a signed one every instruction set has). Chunks of 2048 elements, in parallel.
 template <class T>

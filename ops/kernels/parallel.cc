@@ -1,5 +1,8 @@
 #include "ops/kernels/parallel.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -116,8 +119,21 @@ int initial_threads() {
     int n = std::atoi(env);
     if (n >= 1) return n;
   }
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw ? static_cast<int>(hw) : 1;
+  // The cores this process may run on (mpirun binds each process to its own by default), shared
+  // with the other processes of a launch on this machine when they are not bound.
+  int hw = static_cast<int>(std::thread::hardware_concurrency());
+  if (hw < 1) hw = 1;
+  int mine = hw;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) mine = std::max(1, CPU_COUNT(&set));
+  if (mine >= hw) {
+    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+      const char* e = std::getenv(v);
+      const int local = e ? std::atoi(e) : 0;
+      if (local > 1) return std::max(1, hw / local);
+    }
+  }
+  return mine;
 }
 
 std::mutex g_pool_mu;
