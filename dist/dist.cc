@@ -26,15 +26,16 @@ int env_int(const char* name) {
   return v && *v ? std::atoi(v) : 0;
 }
 
-double default_timeout() {
-  if (const char* v = std::getenv("TG_DIST_TIMEOUT")) {
+double env_seconds(const char* name, double fallback) {
+  if (const char* v = std::getenv(name)) {
     char* end = nullptr;
     const double s = std::strtod(v, &end);
     if (end != v && *end == '\0' && s > 0 && s < 1e9) return s;
-    std::fprintf(stderr, "tapegrad: TG_DIST_TIMEOUT='%s' is not a number of seconds > 0; using 30\n", v);
+    std::fprintf(stderr, "tapegrad: %s='%s' is not a number of seconds > 0; using %g\n", name, v, fallback);
   }
-  return 30;
+  return fallback;
 }
+double default_timeout() { return env_seconds("TG_DIST_TIMEOUT", 30); }
 
 std::atomic<bool> g_shared_error{false};
 
@@ -42,13 +43,15 @@ std::atomic<bool> g_shared_error{false};
 
 bool launched_as_several() {
   // Open MPI's mpirun, MPICH/Hydra and PMI-based launchers, Slurm's srun.
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
+  // (Slurm: the tasks of this job step, not of the whole allocation.)
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"})
     if (env_int(v) > 1) return true;
   return false;
 }
 
 void mark_error_shared() { g_shared_error = true; }
 bool error_is_shared() { return g_shared_error; }
+void clear_error_shared() { g_shared_error = false; }
 
 std::vector<int64_t> shard(const std::vector<int64_t>& batch, int rank, int size) {
   TG_CHECK(size >= 1 && rank >= 0 && rank < size, "dist::shard", "rank {} of {} processes is not valid", rank, size);
@@ -72,6 +75,11 @@ Request& Request::operator=(Request&&) noexcept = default;
 bool Request::active() const { return impl_ && !impl_->done; }
 
 Communicator::Communicator(bool mpi, int rank, int size) : mpi_(mpi), rank_(rank), size_(size), timeout_(default_timeout()) {}
+
+PatientWaits::PatientWaits(Communicator& c) : c_(c), old_(c.timeout_seconds()) {
+  static const double io = env_seconds("TG_DIST_IO_TIMEOUT", 600);
+  c_.set_timeout_seconds(std::max(old_, io));
+}
 
 Communicator& single() {
   static Communicator* c = new Communicator(false, 0, 1);
@@ -198,6 +206,8 @@ Communicator& world() {
       // Only the thread that runs the training loop calls MPI; the kernel threads never do.
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
         throw Error("tapegrad: MPI_Init_thread failed: cannot join the other processes of this launch");
+      if (provided < MPI_THREAD_FUNNELED)
+        throw Error("tapegrad: this MPI library supports no threads (MPI_THREAD_SINGLE); tapegrad's kernels use threads");
       std::atexit(finalize_at_exit);
     }
     int rank = 0, size = 1;
@@ -255,17 +265,18 @@ bool Communicator::test(Request& r) {
 void Communicator::wait(std::vector<Request>& rs, const char* what) {
   const auto start = std::chrono::steady_clock::now();
   int64_t polls = 0;
+  bool patient = false;  // after 50 ms: sleep between polls (another process evaluating or saving)
   for (;;) {
     bool all = true;
     for (auto& r : rs) all = test(r) && all;
     if (all) return;
-    if ((++polls & 255) == 0) {
+    if (patient || (++polls & 255) == 0) {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > timeout_)
         die(rank_, size_, fmt::format("no answer from the other processes for {:g} s in {} (a process died, stopped or "
                                       "hangs); ending the job (TG_DIST_TIMEOUT sets the limit)", timeout_, what));
-      // A long wait (another process evaluating or saving) sleeps between polls instead of spinning.
-      if (waited > 0.05) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      patient = waited > 0.05;
+      if (patient) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 }

@@ -11,7 +11,8 @@
 //
 // Every collective below must be called by every process of the communicator, in the same
 // order. A wait that gets no answer for TG_DIST_TIMEOUT seconds (default 30) means a process
-// died or stopped: this process prints one line and ends the whole job.
+// died or stopped: this process prints one line and ends the whole job. Waits for process 0's
+// file work use TG_DIST_IO_TIMEOUT (default 600 s) instead.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -77,7 +78,22 @@ class Communicator {
   bool mpi_;
   int rank_, size_;
   double timeout_;
-  void* comm_ = nullptr;  // MPI_Comm, when mpi_
+  [[maybe_unused]] void* comm_ = nullptr;  // MPI_Comm, when mpi_
+};
+
+// Within its scope the communicator's waits may last TG_DIST_IO_TIMEOUT seconds (default 600):
+// where the others wait for process 0's file work (loading or writing a checkpoint) or for a slow
+// set-up (data, tokenizers) rather than for a training step.
+class PatientWaits {
+ public:
+  explicit PatientWaits(Communicator& c);
+  ~PatientWaits() { c_.set_timeout_seconds(old_); }
+  PatientWaits(const PatientWaits&) = delete;
+  PatientWaits& operator=(const PatientWaits&) = delete;
+
+ private:
+  Communicator& c_;
+  double old_;
 };
 
 // Every process of the launch (starts MPI on first use when launched by mpirun or srun).
@@ -102,6 +118,7 @@ bool launched_as_several();
 // process 0): programs print it once, from process 0, and exit normally with code 1.
 void mark_error_shared();
 bool error_is_shared();
+void clear_error_shared();  // a handled shared error (e.g. a failed resume followed by a fresh start)
 
 // The part of a global batch that process `rank` of `size` takes: contiguous slices, the first
 // `batch.size() % size` processes one sample more; empty when the batch has fewer samples than

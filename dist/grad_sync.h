@@ -2,11 +2,18 @@
 // Gradients summed across processes in buckets, while backward still runs (as PyTorch's
 // DistributedDataParallel). tg::train::Trainer drives it; a loop of your own can too:
 //
-//   tg::dist::GradientSync sync(tg::dist::world(), model.named_parameters());
-//   for (auto& [name, p] : model.named_parameters())      // once
-//     p.register_post_accumulate_grad_hook([&, i = index_of(name)](const tg::Tensor&) { sync.ready(i); });
+//   std::vector<std::pair<std::string, tg::Tensor>> params;   // the trainable ones only
+//   for (auto& [name, p] : model.named_parameters()) if (p.requires_grad()) params.emplace_back(name, p);
+//   tg::dist::GradientSync sync(tg::dist::world(), params);   // must outlive the hooks' use
+//   bool last = false;                                        // the step's last micro-batch
+//   for (size_t i = 0; i < params.size(); ++i)                // once
+//     params[i].second.register_post_accumulate_grad_hook([&, i](const tg::Tensor&) { if (last) sync.ready(i); });
+//   last = true;
 //   loss.backward();   // each bucket starts its all-reduce as soon as its gradients are complete
 //   sync.finish();     // the rest; then every process holds the same summed gradients
+//
+// Call ready() only during the step's last backward (with gradient accumulation the earlier
+// micro-batches only accumulate); once a bucket has started, finish() must follow.
 //
 // Buckets hold parameters in reverse order (the order backward usually completes them) up to
 // `bucket_bytes` each, and start strictly in bucket order on every process, so the collectives

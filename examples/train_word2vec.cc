@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,7 +30,7 @@ namespace {
 struct Options {
   std::string train = "data/kjv.txt", output = "runs/w2v/vectors.txt", analogies, similarity, query;
   bool cbow = false, binary = false, lowercase = true, overwrite = false;
-  int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 256, threads = 0;
+  int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 256, threads = 0, sync_words = 50000;
   double sample = 1e-3, alpha = -1;
   uint64_t seed = 1;
 };
@@ -50,6 +52,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("lowercase", &o.lowercase, "lower-case the text and strip punctuation at word edges before counting");
   f.add("batch", &o.batch, "centre words per update (their windows read the same vectors; the threads share them)").min(1);
   f.add("seed", &o.seed, "random seed");
+  f.add("sync_words", &o.sync_words, "under mpirun: words each process trains between summing the processes' changes").min(1000);
   f.add("analogies", &o.analogies, "analogy questions to evaluate (questions-words.txt format)");
   f.add("similarity", &o.similarity, "word pairs with human scores (word, word, score; tab, comma or space separated)");
   f.add("query", &o.query, "comma-separated words whose nearest neighbours to print (default in the report: 12 frequent words)");
@@ -281,6 +284,52 @@ std::vector<tg::report::Point> pca_points(const tg::Word2Vec& w2v, const std::ve
   return points;
 }
 
+// Process `rank`'s part of the corpus: every size-th sentence (ending in -1, and cut every 1,000
+// words as training cuts them, so that a text of one long line is split too).
+std::vector<int64_t> shard_sentences(const std::vector<int64_t>& corpus, int rank, int size) {
+  std::vector<int64_t> cut;  // the corpus with -1 after every 1,000 words of a line
+  cut.reserve(corpus.size() + corpus.size() / 1000 + 1);
+  int64_t run = 0;
+  for (int64_t id : corpus) {
+    if (id >= 0 && run == 1000) {
+      cut.push_back(-1);
+      run = 0;
+    }
+    cut.push_back(id);
+    run = id >= 0 ? run + 1 : 0;
+  }
+  if (!cut.empty() && cut.back() >= 0) cut.push_back(-1);
+  // Sentence k goes to process k % size: every process sees all of the text's topics at every
+  // point of an epoch (contiguous parts would pull the vectors towards different topics between syncs).
+  std::vector<int64_t> out;
+  size_t start = 0;
+  int64_t k = 0;
+  for (size_t i = 0; i < cut.size(); ++i) {
+    if (cut[i] >= 0) continue;
+    if (k++ % size == rank)
+      out.insert(out.end(), cut.begin() + static_cast<std::ptrdiff_t>(start), cut.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    start = i + 1;
+  }
+  return out;
+}
+
+// Under mpirun: sums every process's change to the vectors since the last sync, so each process
+// continues from what all of them learned (as one process training on the whole text would).
+struct SumChanges {
+  tg::dist::Communicator& comm;
+  std::vector<float> before_in, before_out, delta;
+  void operator()(tg::Tensor& in, tg::Tensor& out) {
+    for (auto [t, before] : {std::pair{&in, &before_in}, std::pair{&out, &before_out}}) {
+      float* v = t->data<float>();
+      const size_t n = static_cast<size_t>(t->numel());
+      delta.resize(n);
+      for (size_t i = 0; i < n; ++i) delta[i] = v[i] - (*before)[i];
+      comm.all_reduce_sum(delta.data(), static_cast<int64_t>(n), "summing the word vectors' changes");
+      for (size_t i = 0; i < n; ++i) v[i] = (*before)[i] = (*before)[i] + delta[i];
+    }
+  }
+};
+
 int run(int argc, char** argv) {
   Options o;
   tg::cli::Flags flags("train_word2vec", "train word vectors (skip-gram or CBOW with negative sampling) on a text file");
@@ -334,24 +383,57 @@ int run(int argc, char** argv) {
   tokens.clear();
   tokens.shrink_to_fit();
 
-  if (o.overwrite) fs::remove(dir + "/metrics.jsonl");
-  tg::train::Metrics metrics = tg::train::Metrics::open(dir + "/metrics.jsonl").value();
+  // Under mpirun each process trains on its part of the text (and only process 0 writes).
+  tg::dist::Communicator& comm = tg::dist::world();
+  const bool main_process = comm.is_main();
+  const int64_t corpus_words = static_cast<int64_t>(corpus.size() - line_ends.size());
+  if (comm.size() > 1) corpus = shard_sentences(corpus, comm.rank(), comm.size());
+  if (o.overwrite && main_process) fs::remove(dir + "/metrics.jsonl");
+  std::optional<tg::train::Metrics> metrics;
+  if (main_process) metrics = tg::train::Metrics::open(dir + "/metrics.jsonl").value();
   tg::Word2Vec w2v(vocab, {.cbow = o.cbow, .dim = o.size, .window = o.window, .negative = o.negative, .sample = o.sample,
                            .epochs = o.iter, .alpha = o.alpha, .batch = o.batch, .seed = o.seed});
-  const int64_t total = static_cast<int64_t>(corpus.size() - line_ends.size()) * o.iter;
-  tg::train::Progress progress(total, "train", "words");
+  SumChanges sum_changes{comm, {}, {}, {}};
+  tg::Word2VecSync sync;
+  if (comm.size() > 1) {
+    sum_changes.before_in = w2v.vectors().to_vector<float>();
+    sum_changes.before_out = w2v.output_vectors().to_vector<float>();
+    sync.syncs = std::max<int64_t>(1, corpus_words * o.iter / (comm.size() * o.sync_words));
+    sync.fn = std::ref(sum_changes);
+    sync.stream = static_cast<uint64_t>(comm.rank());
+    // Every process must sum the same tables the same number of times: compare the settings first.
+    const std::string mine = fmt::format("vocabulary {}, {} words, --size {}, --iter {}, --sync_words {}, --cbow {}, --window {}, "
+                                         "--negative {}, --batch {}, --sample {}, --alpha {}, --seed {}", vocab.size(),
+                                         corpus_words, o.size, o.iter, o.sync_words, o.cbow, o.window, o.negative, o.batch,
+                                         o.sample, o.alpha, o.seed);
+    const std::vector<std::string> all = comm.all_gather(mine, "comparing the processes' settings");
+    for (size_t r = 1; r < all.size(); ++r)
+      if (all[r] != all[0]) {
+        tg::dist::mark_error_shared();
+        tg::cli::fail(fmt::format("the processes were started differently: process {} has {}; process 0 {}", r, all[r], all[0]));
+      }
+    std::printf("%d processes, each on about %lld words; their changes summed %lld times\n", comm.size(),
+                static_cast<long long>(corpus_words / comm.size()), static_cast<long long>(sync.syncs));
+  }
+  const int64_t total = static_cast<int64_t>(std::count_if(corpus.begin(), corpus.end(), [](int64_t x) { return x >= 0; })) * o.iter;
+  std::optional<tg::train::Progress> progress;
+  if (main_process) progress.emplace(total, "train", "words");
   std::vector<std::pair<double, double>> loss_curve;
   int64_t reports = 0;
+  tg::train::Progress timer(1);
   w2v.train(corpus, [&](const tg::Word2VecProgress& p) {
     loss_curve.emplace_back(static_cast<double>(p.words_done), p.loss);
-    metrics.log("train", ++reports, {{"words_done", static_cast<double>(p.words_done)}, {"alpha", p.alpha}, {"loss", p.loss}})
+    if (!main_process) return;
+    metrics->log("train", ++reports, {{"words_done", static_cast<double>(p.words_done)}, {"alpha", p.alpha}, {"loss", p.loss}})
         .or_throw();
-    progress.update(p.words_done, fmt::format("alpha {:.5f}  loss {:.3f}", p.alpha, p.loss), p.words_done);
-  });
-  const double secs = std::max(progress.elapsed(), 1e-9);
-  const double words_per_s = static_cast<double>(w2v.words_trained()) / secs;
-  progress.finish(loss_curve.empty() ? "" : fmt::format("loss {:.3f}", loss_curve.back().second));
-  std::printf("trained %lld words in %.1f s: %.0f words/s\n", static_cast<long long>(w2v.words_trained()), secs, words_per_s);
+    progress->update(p.words_done, fmt::format("alpha {:.5f}  loss {:.3f}", p.alpha, p.loss), p.words_done);
+  }, sync);
+  const double secs = std::max(timer.elapsed(), 1e-9);
+  const int64_t trained = corpus_words * o.iter;  // by all processes
+  const double words_per_s = static_cast<double>(trained) / secs;
+  if (!main_process) return 0;
+  progress->finish(loss_curve.empty() ? "" : fmt::format("loss {:.3f}", loss_curve.back().second));
+  std::printf("trained %lld words in %.1f s: %.0f words/s\n", static_cast<long long>(trained), secs, words_per_s);
   w2v.save(o.output, o.binary).or_throw();
   std::printf("wrote %s (%s)\n", o.output.c_str(), o.binary ? "binary" : "text");
 
@@ -393,7 +475,7 @@ int run(int argc, char** argv) {
     eval.insert(eval.end(), {{"spearman_pairs", static_cast<double>(r.pairs)}, {"spearman_skipped", static_cast<double>(r.skipped)}});
   }
   eval.emplace_back("words_per_second", words_per_s);
-  metrics.log("eval", reports, eval).or_throw();
+  metrics->log("eval", reports, eval).or_throw();
 
   // Nearest neighbours: the --query words (printed too), or 12 frequent words for the report.
   std::vector<std::string> asked;
@@ -422,7 +504,7 @@ int run(int argc, char** argv) {
   html.paragraph(fmt::format("{}: {} words, vocabulary {} (min_count {}); {}, {} dimensions, window {}, {} negatives, {} epochs; "
                              "{} words trained in {:.1f} s ({:.0f} words/s). Vectors: {} ({}).",
                              o.train, total_words, vocab.size(), o.min_count, o.cbow ? "CBOW" : "skip-gram", o.size, o.window,
-                             o.negative, o.iter, w2v.words_trained(), secs, words_per_s, o.output, o.binary ? "binary" : "text"));
+                             o.negative, o.iter, trained, secs, words_per_s, o.output, o.binary ? "binary" : "text"));
   if (!loss_curve.empty())
     html.line_chart("training loss", {{"loss per pair", loss_curve}}, {.x_label = "words processed", .y_label = "mean loss per pair"});
   if (!results.empty()) {
@@ -443,7 +525,7 @@ int run(int argc, char** argv) {
     html.scatter("word vectors, PCA", pca_points(w2v, mapped, shown), {.x_label = "component 1", .y_label = "component 2"});
   }
   html.write(dir + "/report.html").or_throw();
-  std::printf("wrote %s/report.html and %s\n", dir.c_str(), metrics.path().c_str());
+  std::printf("wrote %s/report.html and %s\n", dir.c_str(), metrics->path().c_str());
   return 0;
 }
 

@@ -206,7 +206,9 @@ struct Worker {
 
 }  // namespace
 
-void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress) {
+void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress,
+                     const Word2VecSync& sync) {
+  TG_CHECK(sync.syncs >= 0 && (sync.syncs == 0 || sync.fn), "Word2Vec::train", "sync needs syncs >= 0 and a function");
   TG_CHECK(out_.defined(), "Word2Vec::train", "this model holds loaded vectors only; build a Word2Vec from a "
            "vocabulary and options to train");
   const int64_t V = vocab_.size(), D = opts_.dim, K = opts_.negative, W = opts_.window;
@@ -266,7 +268,9 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   // original's 1,000 words are cut into sentences of that length, as it does).
   std::vector<int32_t> kept;
   kept.reserve(corpus.size() + corpus.size() / 1000 + 2);
-  Generator gen(opts_.seed + 1);
+  // A process of several draws its own numbers (stream 0 is the single-process run).
+  const uint64_t seed = sync.stream == 0 ? opts_.seed : mix_key(opts_.seed, sync.stream);
+  Generator gen(seed + 1);
   auto subsample = [&]() {
     kept.clear();
     int64_t read = 0;
@@ -285,7 +289,6 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   };
 
   const bool cbow = opts_.cbow;
-  const uint64_t seed = opts_.seed;
   // Phase 1 for one window (centre kept[i]): gradients into the worker's buffer; returns the loss.
   auto window = [&](Worker& wk, int64_t epoch, int64_t i, float alpha) -> double {
     const int32_t centre = kept[static_cast<size_t>(i)];
@@ -369,10 +372,24 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   // next batch (and at an epoch's end the next epoch's subsampling). The progress report runs at
   // the start of the next phase 1, while the vectors are only being read.
   bool report = false;
+  // Syncs at fractions k / syncs of the run; run after every thread has added its updates.
+  int64_t syncs_done = 0;
+  bool sync_now = false;
   auto run = [&](int t) {
     Worker& wk = workers[static_cast<size_t>(t)];
     for (;;) {
       barrier.wait();  // the batch and its rate are set, the previous batch's updates are in
+      if (sync_now) {  // every thread sees it: it was set before the barrier
+        if (t == 0) {
+          try {
+            sync.fn(in_, out_);
+          } catch (...) {
+            error = std::current_exception();
+            finished = true;
+          }
+        }
+        barrier.wait();  // sync_now is cleared only in phase 2, after every thread has read it
+      }
       if (finished) return;
       if (t == 0 && report) {
         report = false;
@@ -404,6 +421,14 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
           last_report = now;
         }
         finished = !advance();
+        sync_now = false;
+        // The next sync point: fraction (syncs_done + 1) / syncs of all epochs' words (the final one at the end, below).
+        if (!finished && sync.syncs > 1 && syncs_done + 1 < sync.syncs &&
+            static_cast<double>(now) >= static_cast<double>(total) * static_cast<double>(syncs_done + 1) /
+                                             static_cast<double>(sync.syncs)) {
+          sync_now = true;
+          ++syncs_done;
+        }
       }
     }
   };
@@ -413,6 +438,9 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   run(0);
   for (std::thread& th : threads) th.join();
   if (error) std::rethrow_exception(error);
+  // Every process calls fn exactly `syncs` times (those a short run skipped, then the last: every
+  // process ends with the same vectors).
+  for (; sync.syncs > 0 && syncs_done < sync.syncs; ++syncs_done) sync.fn(in_, out_);
   words_trained_ += total;
   if (on_progress) on_progress({total, total, alpha, pairs_since ? loss_sum / static_cast<double>(pairs_since) : 0.0});
 }

@@ -63,12 +63,24 @@ struct Word2VecProgress {
   double alpha, loss;  // mean loss per pair since the last report
 };
 
+// Training in several processes (data parallelism; train_word2vec does it under mpirun): each
+// process trains on its own part of the corpus, and `fn` brings the processes' vectors together
+// at `syncs` points spread evenly over each process's progress (the last at the end), between
+// batches, with every thread of this process waiting. `stream` (the process's rank) gives each
+// process its own noise words, windows and subsampling.
+struct Word2VecSync {
+  int64_t syncs = 0;  // 0: never
+  std::function<void(Tensor& in, Tensor& out)> fn{};
+  uint64_t stream = 0;
+};
+
 class Word2Vec {
  public:
   Word2Vec(Vocabulary vocab, const Word2VecOptions& opts = {});
   // corpus: word ids (from vocab), sentences separated by -1 (a window never crosses one).
   // on_progress is called about every 10,000 words.
-  void train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress = {});
+  void train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress = {},
+             const Word2VecSync& sync = {});
 
   const Vocabulary& vocab() const { return vocab_; }
   const Word2VecOptions& options() const { return opts_; }

@@ -420,9 +420,17 @@ Tensor dropout(const Tensor& x, double p, bool training) {
       return Grads{mul(g, mask)};
     });
   }
-  // One draw from the global generator keys the whole mask (reproducible under manual_seed);
-  // the mask itself is never stored: the backward regenerates it from the key.
-  const uint64_t key = default_generator().next_u64();
+  // One key for the whole mask: from the global generator (reproducible under manual_seed), or,
+  // inside a SampleKeyScope on a tensor not shaped per sample, from the scope's key, the call and
+  // the samples (so that processes of a data-parallel run draw different masks). The mask itself
+  // is never stored: the backward regenerates it from the key.
+  uint64_t key;
+  if (sk) {
+    key = mix_key(sk->key, sk->calls++);
+    for (int64_t id : sk->samples) key = mix_key(key, static_cast<uint64_t>(id));
+  } else {
+    key = default_generator().next_u64();
+  }
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);

@@ -2,7 +2,7 @@
 # tapegrad used by a project of a user's own, outside this tree, the three ways the README shows:
 #   1. find_package(tapegrad) against an install prefix (cmake --install of BUILD_DIR),
 #   2. pkg-config, with one compiler line,
-#   3. add_subdirectory(tapegrad): a Debug, shared (libtapegrad.so), baseline x86-64 build of the
+#   3. add_subdirectory(tapegrad): a Debug, shared (libtapegrad.so), baseline x86-64, MPI-less build of the
 #      library whose unit tests run there too.
 # Each builds consumer/main.cc (a custom op, gradchecked, in the user's own model, trained by the
 # library's loop; it exits non-zero unless the loss falls) and runs it. The README's copies of
@@ -72,12 +72,12 @@ echo "tapegrad.pc: arch=$(pkg-config --variable=arch tapegrad), version $(pkg-co
   fail "pkg-config build"
 "$WORK/pc/my_model" || fail "pkg-config: my_model"
 
-step "add_subdirectory: Debug, BUILD_SHARED_LIBS=ON, TG_ARCH=baseline, with tapegrad's unit tests"
+step "add_subdirectory: Debug, BUILD_SHARED_LIBS=ON, TG_ARCH=baseline, TG_MPI=OFF (single-process), with tapegrad's unit tests"
 mkdir -p "$WORK/as"
 cp "$SRC/consumer/main.cc" "$SRC/consumer/add_subdirectory/CMakeLists.txt" "$WORK/as/"
 ln -s "$SRC" "$WORK/as/tapegrad"
 cmake -S "$WORK/as" -B "$WORK/as/build" -DCMAKE_BUILD_TYPE=Debug -DBUILD_SHARED_LIBS=ON -DTG_ARCH=baseline \
-  -DTG_BUILD_TESTS=ON -DTG_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$WORK/as.log" ||
+  -DTG_BUILD_TESTS=ON -DTG_WERROR=ON -DTG_MPI=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$WORK/as.log" ||
   { cat "$WORK/as.log"; fail "add_subdirectory configure"; }
 cmake --build "$WORK/as/build" -j"$JOBS" > "$WORK/as-build.log" || { tail -40 "$WORK/as-build.log"; fail "add_subdirectory build"; }
 check_own_flags "$WORK/as/build/compile_commands.json" "$WORK/as/main.cc"

@@ -54,14 +54,27 @@ TEST(KeyedDropout, CallsAndKeysGiveNewMasksAndTheRateHolds) {
   EXPECT_NEAR(tg::mean(a).item(), 1.0, 0.02);  // scaled by 1 / (1 - p)
 }
 
-TEST(KeyedDropout, OtherShapesUseTheGlobalGenerator) {
-  tg::SampleKeyScope keys(1, {0, 1});
-  tg::manual_seed(3);
-  Tensor a = tg::dropout(tg::ones({3, 8}), 0.5);  // 3 rows but 2 samples: not keyed
-  tg::manual_seed(3);
-  Tensor b = tg::dropout(tg::ones({3, 8}), 0.5);
+TEST(KeyedDropout, OtherShapesTakeOneKeyFromTheScopeAndItsSamples) {
+  Tensor a, b, c;
+  {
+    tg::SampleKeyScope keys(1, {0, 1});
+    a = tg::dropout(tg::ones({3, 8}), 0.5);  // 3 rows but 2 samples: one key for the whole mask
+    EXPECT_EQ(keys.calls, 1u);             // counted, so later keyed calls keep their numbers
+  }
+  {
+    tg::SampleKeyScope keys(1, {0, 1});
+    b = tg::dropout(tg::ones({3, 8}), 0.5);
+  }
+  {
+    tg::SampleKeyScope keys(1, {2, 3});  // another process's samples: another mask
+    c = tg::dropout(tg::ones({3, 8}), 0.5);
+  }
   EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
-  EXPECT_EQ(keys.calls, 0u);
+  EXPECT_NE(a.to_vector<float>(), c.to_vector<float>());
+  tg::manual_seed(3);  // outside a scope: the global generator, as always
+  Tensor d = tg::dropout(tg::ones({3, 8}), 0.5);
+  tg::manual_seed(3);
+  EXPECT_EQ(d.to_vector<float>(), tg::dropout(tg::ones({3, 8}), 0.5).to_vector<float>());
 }
 
 TEST(KeyedDropout, Gradcheck) {
@@ -94,6 +107,24 @@ TEST(DataParallel, ShardsSplitABatchInOrder) {
   }
   EXPECT_EQ(joined, b);
   EXPECT_THROW(tg::dist::shard(b, 2, 2), tg::Error);
+}
+
+TEST(DataParallel, DistributedSamplerGivesEachProcessItsShareOfTheSameBatches) {
+  tg::train::ShuffledSampler global(11, 4);  // batches of 4, 4, 3
+  tg::train::DistributedSampler p0(global, 0, 2), p1(global, 1, 2);
+  for (int64_t epoch : {0, 1}) {
+    const auto g = global.batches(5, epoch), a = p0.batches(5, epoch), b = p1.batches(5, epoch);
+    ASSERT_EQ(a.size(), g.size());
+    ASSERT_EQ(b.size(), g.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      std::vector<int64_t> joined = a[i];
+      joined.insert(joined.end(), b[i].begin(), b[i].end());
+      EXPECT_EQ(joined, g[i]);
+    }
+    EXPECT_EQ(a.back().size(), 2u);  // the uneven last batch: 2 + 1
+    EXPECT_EQ(b.back().size(), 1u);
+  }
+  EXPECT_NE(global.batches(5, 0), global.batches(5, 1));  // reshuffled each epoch, the same on every process
 }
 
 TEST(DataParallel, OneProcessIsTheWorldOutsideALauncher) {

@@ -63,6 +63,14 @@ for d in r21 r12; do
   if out=$(same_curve "$work/$d.c" "$work/c1" 2>&1); then pass "resume $d: $out"; else fail "resume $d: $out"; fi
 done
 
+# ---- word2vec: 2 processes x 2 threads, a sync every 1,000 words (the threads wait at each) ----
+if mpi 2 "$bin/train_word2vec" --train "$work/text.txt" --output "$work/w2v/v.txt" --threads 2 --sync_words 1000 --min_count 1 \
+     --iter 2 > "$work/w2v.log" 2>&1 && grep -q '2 processes, each on about' "$work/w2v.log" && [ -s "$work/w2v/v.txt" ]; then
+  pass "train_word2vec, 2 processes x 2 threads: $(grep -o 'summed [0-9]* times' "$work/w2v.log")"
+else
+  fail "train_word2vec under mpirun: $(cat "$work/w2v.log")"
+fi
+
 # ---- 3. processes started differently: one line, from process 0, before training ----
 set +e
 mpi 1 "$bin/train_lm" "${LM[@]}" --steps 20 --out "$work/mix" : -np 1 "$bin/train_lm" "${LM[@]}" --width 48 --steps 20 \

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -71,6 +73,16 @@ std::vector<std::vector<int64_t>> BatchListSampler::batches(uint64_t seed, int64
   return out;
 }
 
+DistributedSampler::DistributedSampler(const Sampler& global, int rank, int size) : global_(global), rank_(rank), size_(size) {
+  TG_CHECK(size >= 1 && rank >= 0 && rank < size, "DistributedSampler", "rank {} of {} processes is not valid", rank, size);
+}
+
+std::vector<std::vector<int64_t>> DistributedSampler::batches(uint64_t seed, int64_t epoch) const {
+  std::vector<std::vector<int64_t>> out = global_.batches(seed, epoch);
+  for (auto& b : out) b = dist::shard(b, rank_, size_);
+  return out;
+}
+
 std::vector<std::vector<int64_t>> sequential_batches(int64_t n, int64_t batch_size) {
   TG_CHECK(n >= 0 && batch_size >= 1, "sequential_batches", "expected n >= 0 and batch_size >= 1, got {} and {}", n, batch_size);
   std::vector<std::vector<int64_t>> out;
@@ -113,8 +125,9 @@ struct Trainer::Impl {
   double seconds_before = 0;  // training time of the runs this one resumes
   bool grads_final = false;   // the current micro-batch is the step's last: on_grad_ready may run
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
-  bool hooks_registered = false;
+  std::set<std::string> hooked;  // parameters whose post-accumulate hook is registered
   std::unique_ptr<dist::GradientSync> sync;
+  std::map<std::string, size_t> sync_index;  // parameter name -> index in sync
   int64_t last_eval_step = -1, last_save_step = -1;
 };
 
@@ -208,6 +221,8 @@ void Trainer::open_metrics(int64_t keep_bytes) {
 
 Status Trainer::start(bool overwrite) {
   TG_CHECK(!started_, "Trainer::start", "the run was already started or resumed");
+  dist::clear_error_shared();
+  dist::PatientWaits patient(*comm_);  // set-up and process 0's files may take a while
   Status setup = check_same_setup();
   if (!setup.ok()) return setup;
   Status s;
@@ -255,7 +270,8 @@ Status Trainer::check_same_setup() {
   if (!distributed()) return {};
   // What must agree, one line each: a mismatch is named by its line.
   std::string structure;
-  for (const auto& [n, p] : model_.named_parameters()) structure += fmt::format("{}{}{};", n, p.shape(), p.requires_grad() ? "" : "f");
+  for (const auto& [n, p] : model_.named_parameters())
+    structure += fmt::format("{}{}{}{};", n, p.shape(), dtype_name(p.dtype()), p.requires_grad() ? "" : "f");
   const auto& o = opts_;
   const std::vector<std::pair<std::string, std::string>> items = {
       {"program configuration hash", o.config_hash.empty() ? "none" : o.config_hash},
@@ -265,6 +281,11 @@ Status Trainer::check_same_setup() {
       {"trainer limits (max_steps, max_epochs, max_minutes)", fmt::format("{} {} {:g}", o.max_steps, o.max_epochs, o.max_minutes)},
       {"trainer settings (accumulate, clip, eval_every, checkpoint_every, seed)",
        fmt::format("{} {:g} {} {} {}", o.accumulate, o.clip_grad_norm, o.eval_every, o.checkpoint_every, o.seed)},
+      {"evaluation and data-parallel settings (eval_each_epoch, eval_at_end, early stopping, bucket bytes, overlap, "
+       "check_replicas_every)",
+       fmt::format("{} {} {} {} {} {:g} {} {} {}", o.eval_each_epoch, o.eval_at_end, o.early_stop.metric, o.early_stop.maximize,
+                   o.early_stop.patience, o.early_stop.min_delta, o.grad_sync.bucket_bytes, o.grad_sync.overlap,
+                   o.check_replicas_every)},
       {"run folder", o.run_dir}};
   std::string mine;
   for (const auto& [k, v] : items) mine += v + "\n";
@@ -310,7 +331,7 @@ void Trainer::send_state_from_main() {
 void Trainer::check_replicas() {
   std::string mine;
   std::vector<std::string> names;
-  for (const auto& [n, p] : model_.named_parameters()) {
+  for (const auto& [n, p] : model_.state_dict()) {  // parameters and buffers
     const uint64_t h = fnv1a(p.raw_data(), static_cast<size_t>(p.numel()) * dtype_size(p.dtype()));
     mine.append(reinterpret_cast<const char*>(&h), sizeof h);
     names.push_back(n);
@@ -321,7 +342,7 @@ void Trainer::check_replicas() {
     size_t i = 0;
     while (i < names.size() && all[r].compare(i * 8, 8, all[0], i * 8, 8) == 0) ++i;
     dist::mark_error_shared();
-    throw Error(fmt::format("Trainer: after step {} parameter '{}' differs between process 0 and process {} (the replicas "
+    throw Error(fmt::format("Trainer: after step {} '{}' differs between process 0 and process {} (the replicas "
                             "diverged: a process-dependent random draw, or an op that is not deterministic)",
                             state_.step, i < names.size() ? names[i] : "?", r));
   }
@@ -331,6 +352,8 @@ dist::SyncStats Trainer::sync_stats() const { return impl_->sync ? impl_->sync->
 
 Status Trainer::resume(const std::string& path) {
   TG_CHECK(!started_, "Trainer::resume", "the run was already started or resumed");
+  dist::clear_error_shared();
+  dist::PatientWaits patient(*comm_);  // process 0 reads the checkpoint while the others wait
   Status setup = check_same_setup();
   if (!setup.ok()) return setup;
   // Process 0 reads the checkpoint (the others need not see the run folder) and sends it on.
@@ -412,15 +435,20 @@ std::string Trainer::save_checkpoint() {
   }
   if (callbacks.before_save) callbacks.before_save(state_);
   impl_->last_save_step = state_.step;
-  if (!comm_->is_main()) return path;  // the same bookkeeping everywhere; process 0 writes
-  Status s = save_train_state(path, state_, model_, opt_);
-  if (!s.ok()) {
-    state_.kept = old;
-    throw Error(s.message());
+  if (comm_->is_main()) {  // the same bookkeeping everywhere; process 0 writes
+    Status s = save_train_state(path, state_, model_, opt_);
+    if (!s.ok()) {
+      state_.kept = old;
+      throw Error(s.message());
+    }
+    std::error_code ec;
+    for (const auto& d : drop) fs::remove(opts_.run_dir + "/" + d, ec);  // only after the new one is safely written
+    if (callbacks.on_checkpoint) callbacks.on_checkpoint(path);
   }
-  std::error_code ec;
-  for (const auto& d : drop) fs::remove(opts_.run_dir + "/" + d, ec);  // only after the new one is safely written
-  if (callbacks.on_checkpoint) callbacks.on_checkpoint(path);
+  if (distributed()) {  // the others wait for the write with the patient limit, not a step's
+    dist::PatientWaits patient(*comm_);
+    comm_->barrier("process 0 writing a checkpoint");
+  }
   return path;
 }
 
@@ -450,14 +478,22 @@ bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
     model_.train(was);
   }
   if (distributed()) {  // every process evaluates; process 0's numbers decide (early stopping) for all
-    std::string text;
-    for (const auto& [k, v] : m) text += fmt::format("{}\t{:.17g}\n", k, v);
-    comm_->broadcast(text, 0, "sharing the evaluation");
+    dist::PatientWaits patient(*comm_);
+    std::string bytes;  // per metric: name length, name, the double's bytes
+    for (const auto& [k, v] : m) {
+      const uint64_t n = k.size();
+      bytes.append(reinterpret_cast<const char*>(&n), sizeof n).append(k).append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    comm_->broadcast(bytes, 0, "sharing the evaluation");
     m.clear();
-    for (size_t a = 0; a < text.size();) {
-      const size_t tab = text.find('\t', a), nl = text.find('\n', a);
-      m[text.substr(a, tab - a)] = std::strtod(text.c_str() + tab + 1, nullptr);
-      a = nl + 1;
+    for (size_t a = 0; a + sizeof(uint64_t) <= bytes.size();) {
+      uint64_t n = 0;
+      double v = 0;
+      std::memcpy(&n, bytes.data() + a, sizeof n);
+      const std::string k = bytes.substr(a + sizeof n, n);
+      std::memcpy(&v, bytes.data() + a + sizeof n + n, sizeof v);
+      m[k] = v;
+      a += sizeof n + n + sizeof v;
     }
   }
   impl_->last_eval_step = state_.step;
@@ -481,10 +517,16 @@ bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
     state_.has_best = true;
     state_.best_step = state_.step;
     state_.bad_evals = 0;
-    if (opts_.save_best && !opts_.run_dir.empty() && comm_->is_main())
-      save_module(model_, opts_.run_dir + "/best.safetensors",
-                  {{"step", std::to_string(state_.step)}, {es.metric, fmt::format("{:.17g}", v)}})
-          .or_throw();
+    if (opts_.save_best && !opts_.run_dir.empty()) {
+      if (comm_->is_main())
+        save_module(model_, opts_.run_dir + "/best.safetensors",
+                    {{"step", std::to_string(state_.step)}, {es.metric, fmt::format("{:.17g}", v)}})
+            .or_throw();
+      if (distributed()) {
+        dist::PatientWaits patient(*comm_);
+        comm_->barrier("process 0 writing best.safetensors");
+      }
+    }
     return false;
   }
   if (++state_.bad_evals < es.patience) return false;
@@ -499,24 +541,32 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
   FitResult result;
   const std::vector<Tensor> params = model_.trainable_parameters();
   TG_CHECK(!params.empty(), "Trainer::fit", "the model has no trainable parameters");
-  if (distributed() && !impl_->sync) {
-    std::vector<std::pair<std::string, Tensor>> trainable;
-    for (const auto& [name, p] : model_.named_parameters())
-      if (p.requires_grad()) trainable.emplace_back(name, p);
-    impl_->sync = std::make_unique<dist::GradientSync>(*comm_, std::move(trainable), opts_.grad_sync);
+  // Gradient buckets over the trainable parameters (rebuilt when that set changed since the last fit).
+  std::vector<std::pair<std::string, Tensor>> trainable;
+  for (const auto& [name, p] : model_.named_parameters())
+    if (p.requires_grad()) trainable.emplace_back(name, p);
+  if (distributed()) {
+    bool same = impl_->sync && impl_->sync->params().size() == trainable.size();
+    for (size_t i = 0; same && i < trainable.size(); ++i) same = impl_->sync->params()[i].first == trainable[i].first;
+    if (!same) {
+      impl_->sync = std::make_unique<dist::GradientSync>(*comm_, trainable, opts_.grad_sync);
+      impl_->sync_index.clear();
+      for (size_t i = 0; i < trainable.size(); ++i) impl_->sync_index[trainable[i].first] = i;
+    }
   }
-  if ((callbacks.on_grad_ready || impl_->sync) && !impl_->hooks_registered) {
-    size_t index = 0;
-    for (const auto& [name, p] : model_.named_parameters()) {
-      if (!p.requires_grad()) continue;
+  if (callbacks.on_grad_ready || impl_->sync) {
+    for (const auto& [name, p] : trainable) {
+      if (!impl_->hooked.insert(name).second) continue;  // once per parameter
       Tensor param = p;
-      param.register_post_accumulate_grad_hook([this, name = name, i = index++, alive = impl_->alive](const Tensor& t) {
+      param.register_post_accumulate_grad_hook([this, name = name, alive = impl_->alive](const Tensor& t) {
         if (!*alive || !impl_->grads_final) return;
         if (callbacks.on_grad_ready) callbacks.on_grad_ready(name, t);
-        if (impl_->sync) impl_->sync->ready(i);
+        if (impl_->sync) {
+          auto it = impl_->sync_index.find(name);
+          if (it != impl_->sync_index.end()) impl_->sync->ready(it->second);
+        }
       });
     }
-    impl_->hooks_registered = true;
   }
   model_.train();
   opt_.zero_grad();

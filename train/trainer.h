@@ -43,8 +43,12 @@ struct StepOutput {
   Tensor loss_sum{};
   double count = 0;
 };
+// Row i of the batch a step function builds should be samples[i]: the loop keys dropout by sample
+// (tg::SampleKeyScope), which keeps masks the same for any number of processes.
 using StepFn = std::function<StepOutput(const std::vector<int64_t>& samples)>;
 // Evaluation: named metrics ("valid_loss", "bleu", ...). Runs with the model in eval mode, no grad.
+// With several processes it runs on every one of them (evaluate_loss inside it splits its batches
+// among them) and process 0's numbers are used everywhere.
 using EvalFn = std::function<std::map<std::string, double>()>;
 
 // Which samples each batch holds, epoch by epoch; the same for the same (seed, epoch).
@@ -72,6 +76,18 @@ class BatchListSampler : public Sampler {
  private:
   std::vector<std::vector<int64_t>> batches_{};
   bool shuffle_;
+};
+// This process's share of another sampler's batches (for a loop of your own; the Trainer shards by
+// itself, so give it the global sampler). It keeps a reference: `global` must outlive it. the same global batches on every process (shared seed and epoch), each cut by
+// dist::shard, so every process has as many batches, some possibly empty at an uneven end.
+class DistributedSampler : public Sampler {
+ public:
+  DistributedSampler(const Sampler& global, int rank, int size);
+  std::vector<std::vector<int64_t>> batches(uint64_t seed, int64_t epoch) const override;
+
+ private:
+  const Sampler& global_;
+  int rank_, size_;
 };
 // 0..n-1 in order, batch_size at a time: evaluation batches.
 std::vector<std::vector<int64_t>> sequential_batches(int64_t n, int64_t batch_size);
@@ -122,9 +138,12 @@ struct StepInfo {
   double lr = 0, count = 0, seconds = 0;
 };
 
+// With several processes every callback runs on every process (with the same StepInfo and
+// metrics) except on_checkpoint, which runs on process 0, the one that writes.
 struct Callbacks {
   // Each trainable parameter, once its gradient for the step is complete (the last micro-batch):
-  // the gradient of the *summed* loss, before the loop divides it by the count and clips.
+  // the gradient of the *summed* loss, before the loop divides it by the count and clips (with
+  // several processes: this process's share, before the sum over processes).
   std::function<void(const std::string& name, const Tensor& param)> on_grad_ready{};
   std::function<void(const StepInfo&)> on_step{};  // after each optimizer step
   std::function<void(int64_t step, const std::map<std::string, double>& metrics)> on_eval{};
@@ -168,9 +187,11 @@ class Trainer {
   // start() nor resume() was called. File errors throw tg::Error.
   FitResult fit(const Sampler& train, const StepFn& step, const EvalFn& eval = {});
 
-  // The mean loss over batches through a step function, in eval mode without grad.
+  // The mean loss over batches through a step function, in eval mode without grad. With several
+  // processes each takes every size()-th batch and the sums are combined: call it on all of them.
   double evaluate_loss(const std::vector<std::vector<int64_t>>& batches, const StepFn& step);
-  // Writes a checkpoint now (with fit's bookkeeping: keep-last-K); returns its path.
+  // Writes a checkpoint now (with fit's bookkeeping: keep-last-K); returns its path. With several
+  // processes: call it on all; process 0 writes, the others wait for it.
   std::string save_checkpoint();
   // Appends a line to metrics.jsonl (and the history) at the current step, e.g. a final BLEU.
   void log(const std::string& kind, const std::vector<std::pair<std::string, double>>& values);

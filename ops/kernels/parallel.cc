@@ -126,12 +126,10 @@ int initial_threads() {
   int mine = hw;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) mine = std::max(1, CPU_COUNT(&set));
-  if (mine >= hw) {
-    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
-      const char* e = std::getenv(v);
-      const int local = e ? std::atoi(e) : 0;
-      if (local > 1) return std::max(1, hw / local);
-    }
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    const char* e = std::getenv(v);
+    const int local = e ? std::atoi(e) : 0;
+    if (local > 1) return std::max(1, std::min(mine, hw / local));  // bound to a socket shared with others too
   }
   return mine;
 }

@@ -247,7 +247,7 @@ TEST(Dist, ReplicaCheckNamesTheParameterThatDiverged) {
     ADD_FAILURE() << "the replica check did not fire";
   } catch (const tg::Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("parameter '" + last.first + "' differs between process 0 and process 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("'" + last.first + "' differs between process 0 and process 1"), std::string::npos) << m;
     EXPECT_NE(m.find("after step 1"), std::string::npos) << m;
   }
 }
