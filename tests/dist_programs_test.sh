@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The bundled programs under `mpirun -np 2` on this machine: the same loss curves as one process
 # (train_lm and train_translator, dropout on, batches that split unevenly), checkpoints that resume
-# with another process count, processes started with different flags refused with one line, and
+# with another process count, bit-identical repeats and resumes with the same count, processes started with different flags refused with one line, and
 # a killed or stopped process ending the job with a message within 60 s instead of a hang.
 #   tests/dist_programs_test.sh BUILD_DIR [MPIEXEC]
 set -euo pipefail
@@ -62,6 +62,18 @@ for d in r21 r12; do
   losses "$work/$d" > "$work/$d.c"
   if out=$(same_curve "$work/$d.c" "$work/c1" 2>&1); then pass "resume $d: $out"; else fail "resume $d: $out"; fi
 done
+
+# ---- the same number of processes: bit-identical when repeated, and across a resume ----
+mpi 2 "$bin/train_lm" "${LM[@]}" --steps 20 --out "$work/lm2b" > /dev/null 2>&1 || fail "train_lm (2 processes, again)"
+mpi 2 "$bin/train_lm" "${LM[@]}" --steps 10 --out "$work/r22" > /dev/null 2>&1 &&
+  mpi 2 "$bin/train_lm" "${LM[@]}" --steps 20 --out "$work/r22" --resume > /dev/null 2>&1 || fail "train_lm resume 2 -> 2"
+losses "$work/lm2b" > "$work/c2b"; losses "$work/r22" > "$work/c22"
+if cmp -s "$work/c2" "$work/c2b" && cmp -s "$work/c2" "$work/c22" && cmp -s "$work/lm2/model.safetensors" "$work/lm2b/model.safetensors" &&
+   cmp -s "$work/lm2/model.safetensors" "$work/r22/model.safetensors"; then
+  pass "2 processes: a repeat and a resume at step 10 give bit-identical losses and weights"
+else
+  fail "2 processes are not bit-identical across a repeat or a resume"
+fi
 
 # ---- word2vec: 2 processes x 2 threads, a sync every 1,000 words (the threads wait at each) ----
 if mpi 2 "$bin/train_word2vec" --train "$work/text.txt" --output "$work/w2v/v.txt" --threads 2 --sync_words 1000 --min_count 1 \
