@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -175,7 +176,12 @@ TEST(Dist, TinyBatchesAndAccumulation) {
   many.fit(d, 1);
   EXPECT_TRUE(same_losses(many.losses, one.losses));
   EXPECT_TRUE(same_on_every_process(many.param_bytes()));
-  EXPECT_GT(many.trainer->sync_stats().buckets, 10);  // 1 KB buckets: many
+  const tg::dist::SyncStats st = many.trainer->sync_stats();
+  EXPECT_GT(st.buckets, 10);  // 1 KB buckets: many
+  if (world().is_main()) {  // some started while backward ran (process 1 has no samples)
+    EXPECT_GT(st.started_early, 0);
+  }
+  EXPECT_GT(st.bytes, 0);
 }
 
 // A checkpoint written by N processes resumes in one, and one process's in N; either way the
@@ -296,10 +302,19 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   tg::set_num_threads(1);
   tg::dist::world();  // join the other processes before any test
-  // Only process 0 reports (the others' results are compared inside the tests).
+  // Process 0 reports; the others print only their failures, naming themselves.
+  struct FailuresOnly : ::testing::EmptyTestEventListener {
+    void OnTestPartResult(const ::testing::TestPartResult& r) override {
+      if (!r.failed()) return;
+      const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
+      std::fprintf(stderr, "process %d: %s.%s failed at %s:%d\n%s\n", tg::dist::rank(), t ? t->test_suite_name() : "?",
+                   t ? t->name() : "?", r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+    }
+  };
   if (!tg::dist::is_main()) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailuresOnly);
   }
   int rc = RUN_ALL_TESTS();
   // Every process must pass: the job fails if any failed.
