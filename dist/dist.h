@@ -1,11 +1,11 @@
 #pragma once
 // Processes that train one model together (data parallelism) over MPI (Open MPI from Debian).
 //
-//   mpirun -np 4 ./build/train_lm ...      # or: srun -n 4 ./build/train_lm ...
+//   mpirun -np 4 ./build/train_lm ...      # or: srun --mpi=pmix -n 4 ./build/train_lm ...
 //
 // tg::dist::world() is every process of such a launch; it starts MPI on first use when the
-// program was launched by mpirun or srun, and is this process alone otherwise (or when tapegrad
-// was built without MPI: TG_MPI=OFF, or Open MPI not found). tg::train::Trainer uses it by
+// program was launched by mpirun or srun, and is this process alone otherwise. A tapegrad built
+// without MPI (TG_MPI=OFF, or Open MPI not found) refuses, with one line, to run as one of several. tg::train::Trainer uses it by
 // itself: each process takes its share of every batch, gradients are summed across processes,
 // and only process 0 writes files and prints progress. A program of your own needs no MPI code.
 //
