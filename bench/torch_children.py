@@ -18,3 +18,14 @@ def run_per_thread(script, threads, wait_policy, child_args):
             print(f"threads {t}: child failed with status {p.returncode}", file=sys.stderr)
             failed = True
     sys.exit(1 if failed else 0)
+
+
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo ("?" where there is none), for the JSON lines."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"

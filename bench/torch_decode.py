@@ -36,7 +36,7 @@ import struct
 import sys
 import time
 
-from torch_children import run_per_thread  # bench/torch_children.py, beside this script
+from torch_children import cpu_model, run_per_thread  # bench/torch_children.py, beside this script
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
@@ -374,16 +374,6 @@ def child(threads, args):
                 print(f"differs, line {i + 1}:\n  tapegrad: {ref[i].decode(errors='replace')}\n"
                       f"  pytorch:  {outs[i].decode(errors='replace')}", file=sys.stderr)
     print(json.dumps(r), flush=True)
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
 
 
 def main():

@@ -26,19 +26,9 @@ import statistics
 import sys
 import time
 
-from torch_children import run_per_thread  # bench/torch_children.py, beside this script
+from torch_children import cpu_model, run_per_thread  # bench/torch_children.py, beside this script
 
 VOCAB, CONTEXT, D, HEADS, FF, LAYERS = 96, 1024, 256, 8, 1024, 4
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
 
 
 def child(threads, args):

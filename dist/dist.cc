@@ -120,6 +120,13 @@ std::vector<std::string> Communicator::all_gather(const std::string& s, const ch
   return out;
 }
 
+int Communicator::first_difference(const std::string& s, std::vector<std::string>& all, const char* what) {
+  all = all_gather(s, what);
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) return static_cast<int>(r);
+  return 0;
+}
+
 #ifndef TG_HAVE_MPI
 
 Communicator::~Communicator() = default;

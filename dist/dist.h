@@ -60,6 +60,9 @@ class Communicator {
   void broadcast(void* data, int64_t bytes, int root = 0, const char* what = "broadcast");
   // Every process's string, in rank order.
   std::vector<std::string> all_gather(const std::string& s, const char* what = "all-gather");
+  // The first process whose string differs from process 0's, or 0 when all agree; `all` gets
+  // every process's string (the agreement checks: configurations, data, parameters).
+  int first_difference(const std::string& s, std::vector<std::string>& all, const char* what = "comparing");
   void barrier(const char* what = "barrier");
   // Agreement helpers: true on every process when any has true / process 0 has true.
   bool any(bool b);

@@ -406,12 +406,12 @@ int run(int argc, char** argv) {
                                          "--negative {}, --batch {}, --sample {}, --alpha {}, --seed {}", vocab.size(),
                                          corpus_words, o.size, o.iter, o.sync_words, o.cbow, o.window, o.negative, o.batch,
                                          o.sample, o.alpha, o.seed);
-    const std::vector<std::string> all = comm.all_gather(mine, "comparing the processes' settings");
-    for (size_t r = 1; r < all.size(); ++r)
-      if (all[r] != all[0]) {
-        tg::dist::mark_error_shared();
-        tg::cli::fail(fmt::format("the processes were started differently: process {} has {}; process 0 {}", r, all[r], all[0]));
-      }
+    std::vector<std::string> all;
+    if (const int r = comm.first_difference(mine, all, "comparing the processes' settings")) {
+      tg::dist::mark_error_shared();
+      tg::cli::fail(fmt::format("the processes were started differently: process {} has {}; process 0 {}", r,
+                                all[static_cast<size_t>(r)], all[0]));
+    }
     std::printf("%d processes, each on about %lld words; their changes summed %lld times\n", comm.size(),
                 static_cast<long long>(corpus_words / comm.size()), static_cast<long long>(sync.syncs));
   }

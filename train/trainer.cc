@@ -289,9 +289,8 @@ Status Trainer::check_same_setup() {
       {"run folder", o.run_dir}};
   std::string mine;
   for (const auto& [k, v] : items) mine += v + "\n";
-  const std::vector<std::string> all = comm_->all_gather(mine, "comparing the processes' configurations");
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] == all[0]) continue;
+  std::vector<std::string> all;
+  if (const int r = comm_->first_difference(mine, all, "comparing the processes' configurations")) {
     size_t a = 0, b = 0;
     for (const auto& [label, v0] : items) {
       (void)v0;
@@ -336,9 +335,8 @@ void Trainer::check_replicas() {
     mine.append(reinterpret_cast<const char*>(&h), sizeof h);
     names.push_back(n);
   }
-  const std::vector<std::string> all = comm_->all_gather(mine, "comparing the processes' parameters");
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] == all[0]) continue;
+  std::vector<std::string> all;
+  if (const int r = comm_->first_difference(mine, all, "comparing the processes' parameters")) {
     size_t i = 0;
     while (i < names.size() && all[r].compare(i * 8, 8, all[0], i * 8, 8) == 0) ++i;
     dist::mark_error_shared();
@@ -590,13 +588,12 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     for (const auto& b : batches) order.append(reinterpret_cast<const char*>(b.data()), b.size() * sizeof(int64_t)).push_back(';');
     const uint64_t h = fnv1a(order.data(), order.size());
     const std::string mine = fmt::format("{} batches, {:016x}", batches.size(), h);
-    const std::vector<std::string> all = comm_->all_gather(mine, "comparing the processes' data");
-    for (size_t r = 1; r < all.size(); ++r)
-      if (all[r] != all[0]) {
-        dist::mark_error_shared();
-        throw Error(fmt::format("Trainer::fit: the processes have different training data: process {} has {}, process 0 {} (give "
-                                "every process the same data and batch settings)", r, all[r], all[0]));
-      }
+    std::vector<std::string> all;
+    if (const int r = comm_->first_difference(mine, all, "comparing the processes' data")) {
+      dist::mark_error_shared();
+      throw Error(fmt::format("Trainer::fit: the processes have different training data: process {} has {}, process 0 {} (give "
+                              "every process the same data and batch settings)", r, all[static_cast<size_t>(r)], all[0]));
+    }
   }
 
   // The bar counts steps to max_steps, or else the steps of the current epoch.
