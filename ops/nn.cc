@@ -121,12 +121,37 @@ Tensor masked_reduce(const Tensor& losses, int64_t count, Reduction r) {
   if (r == Reduction::Mean) return div(sum(losses), static_cast<double>(count));  // 0/0 = nan, as PyTorch
   return reduce_loss(losses, r);
 }
+
+// Class weights [C] for a loss over inputs [..., C]: checked, in the inputs' dtype.
+Tensor check_class_weight(const char* op, const Tensor& weight, const Tensor& input) {
+  detail::check_float(weight, op);
+  const int64_t C = input.shape().back();
+  TG_CHECK(weight.dim() == 1 && weight.size(0) == C, op, "weight of shape {} for input of shape {} (expected [{}]: one per class)",
+           weight.shape(), input.shape(), C);
+  for (double w : weight.to_vector<double>())
+    TG_CHECK(std::isfinite(w), op, "weight holds {} (expected finite class weights)", w);
+  return to(weight, input.dtype());
+}
+
+// Each counted target's weight w[target] (0 where ignored), shaped as the targets.
+Tensor target_weights(const Tensor& weight, const Tensor& safe, const Tensor& valid) {
+  return mul(reshape(index_select(weight, 0, reshape(safe, {-1})), safe.shape()), valid);
+}
+
+// Mean divides by the sum of the targets' weights (0/0 = nan, as PyTorch).
+Tensor weighted_reduce(const Tensor& losses, const Tensor& weights, Reduction r) {
+  if (r == Reduction::Mean) return div(sum(losses), sum(weights));
+  return reduce_loss(losses, r);
+}
 }  // namespace
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                const Tensor& weight) {
   auto [safe, valid, count] = prepare_targets("nll_loss", log_probs, target, ignore_index);
   Tensor picked = squeeze(gather(log_probs, -1, unsqueeze(safe, -1)), -1);
-  return masked_reduce(neg(mul(picked, valid)), count, reduction);
+  if (!weight.defined()) return masked_reduce(neg(mul(picked, valid)), count, reduction);
+  Tensor w = target_weights(check_class_weight("nll_loss", weight, log_probs), safe, valid);
+  return weighted_reduce(neg(mul(picked, w)), w, reduction);
 }
 
 namespace {
@@ -169,6 +194,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
            "expected logits of shape [..., classes] with at least one class, got {}", logits.shape());
   auto [safe, valid, count] = prepare_targets("cross_entropy", logits, target, o.ignore_index);
   const int64_t C = logits.shape().back();
+  if (o.weight.defined()) {
+    // PyTorch's formula, from public ops (differentiable to any order):
+    // (1 - eps) w[t] (-log p[t]) + eps / C * sum_c w[c] (-log p[c]), ignored targets 0.
+    const Tensor cw = check_class_weight("cross_entropy", o.weight, logits);
+    const Tensor lp = log_softmax(logits, -1);
+    const Tensor w = target_weights(cw, safe, valid);
+    Tensor losses = mul(neg(squeeze(gather(lp, -1, unsqueeze(safe, -1)), -1)), mul(w, 1.0 - o.label_smoothing));
+    if (o.label_smoothing > 0) {
+      const Tensor smooth = mul(neg(sum(mul(lp, cw), {-1})), valid);
+      losses = add(losses, mul(smooth, o.label_smoothing / static_cast<double>(C)));
+    }
+    return weighted_reduce(losses, w, o.reduction);
+  }
   Tensor rows = cross_entropy_rows(reshape(logits, {-1, C}), reshape(safe, {-1}), reshape(target, {-1}),
                                    reshape(valid, {-1}), o.label_smoothing, o.ignore_index);
   return masked_reduce(reshape(rows, target.shape()), count, o.reduction);

@@ -15,13 +15,18 @@ struct CrossEntropyOptions {
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
   Reduction reduction = Reduction::Mean;
+  // Class weights [C] (undefined: all 1), as PyTorch's `weight`: a target of class c counts w[c]
+  // times, the smoothing term weighs class c by w[c], and Mean divides by the sum of the targets'
+  // weights (not by their number).
+  Tensor weight = {};
 };
 // logits [..., C] (classes on the last axis) and int64 targets [...]. Mean is over the targets
 // that are not ignore_index, as in PyTorch.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts = {});
-// log_probs [..., C], targets [...]: -log_probs[target].
+// log_probs [..., C], targets [...]: -w[target] log_probs[target] (w: `weight` [C], or all 1);
+// Mean divides by the sum of the counted targets' weights, as PyTorch's nll_loss.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
-                Reduction reduction = Reduction::Mean);
+                Reduction reduction = Reduction::Mean, const Tensor& weight = {});
 // Numerically stable sigmoid + binary cross entropy; target has the logits' shape (or broadcasts).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::Mean);

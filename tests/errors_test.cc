@@ -75,6 +75,12 @@ TEST(Errors, EmptyAndValues) {
   EXPECT_TRUE(throws_with([&] { tg::dropout(tg::ones({2}), 1.5); }, {"dropout", "1.5"}));
   EXPECT_TRUE(throws_with([&] { tg::cross_entropy(tg::ones({2, 3}), tg::arange(2), {.label_smoothing = 2}); },
                           {"cross_entropy", "label_smoothing"}));
+  EXPECT_TRUE(throws_with([&] { tg::cross_entropy(tg::ones({2, 3}), tg::arange(2), {.weight = tg::ones({2})}); },
+                          {"cross_entropy", "weight of shape [2]", "[2, 3]", "[3]"}));
+  EXPECT_TRUE(throws_with([&] { tg::nll_loss(tg::ones({2, 3}), tg::arange(2), -100, tg::Reduction::Mean, tg::arange(3)); },
+                          {"nll_loss", "int64"}));
+  EXPECT_TRUE(throws_with([&] { tg::cross_entropy(tg::ones({2, 3}), tg::arange(2), {.weight = tg::full({3}, NAN)}); },
+                          {"cross_entropy", "finite"}));
   EXPECT_TRUE(throws_with([&] { tg::zeros({2, -1}); }, {"negative dimension -1"}));
   EXPECT_TRUE(throws_with([&] { tg::arange(0, 1, 0); }, {"arange", "step"}));
   EXPECT_TRUE(throws_with([&] { tg::from_vector(std::vector<double>{1, 2}, {3}); }, {"from_vector", "2 values", "[3]"}));

@@ -313,6 +313,23 @@ TEST_P(Forward, LossesAgainstFormulas) {
   }
   double want_s = ((1 - e) * nll_row(0, 0) + e * smooth0 + (1 - e) * nll_row(1, 1) + e * smooth1) / 2;
   EXPECT_NEAR(tg::cross_entropy(logits, target, {.label_smoothing = e}).item(), want_s, t);
+  // Class weights: PyTorch 2.15's F.cross_entropy / F.nll_loss on the same numbers (float64).
+  {
+    Tensor x4 = tg::tensor({{2.0, 1.0, 0.1}, {0.5, 2.5, 0.3}, {1.0, 1.0, 1.0}, {0.2, -1.0, 3.0}}, GetParam());
+    Tensor t4 = tg::from_vector<int64_t>({0, 1, -100, 2}, {4});
+    Tensor w = tg::tensor({0.5, 2.0, 1.5}, GetParam());
+    const double tw = GetParam() == tg::kFloat32 ? 1e-6 : 1e-12;
+    EXPECT_NEAR(tg::cross_entropy(x4, t4, {.weight = w}).item(), 0.19071020516373935, tw);
+    EXPECT_NEAR(tg::nll_loss(tg::log_softmax(x4), t4, -100, tg::Reduction::Mean, w).item(), 0.19071020516373935, tw);
+    EXPECT_NEAR(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .weight = w}).item(), 0.3499968752123104, tw);
+    EXPECT_NEAR(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .reduction = tg::Reduction::Sum, .weight = w}).item(),
+                1.3999875008492415, tw);
+    EXPECT_TRUE(close(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .reduction = tg::Reduction::None, .weight = w}),
+                      {0.40493417616206956, 0.5687624111730399, 0.0, 0.42629091351413195}, tw, tw));
+    // All weights 1 is the unweighted loss.
+    EXPECT_NEAR(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .weight = tg::ones({3}, GetParam())}).item(),
+                tg::cross_entropy(x4, t4, {.label_smoothing = 0.1}).item(), tw);
+  }
   // All targets ignored: mean is NaN (0/0), as in PyTorch.
   EXPECT_TRUE(std::isnan(tg::cross_entropy(logits, tg::full({3}, -100, tg::kInt64)).item()));
   // BCE with logits, including large magnitudes (no overflow).

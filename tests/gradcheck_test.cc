@@ -163,6 +163,12 @@ TEST_F(Gradcheck, NN) {
   Tensor t3 = tg::from_vector<int64_t>({0, 1, 2, 3, 4, 0}, {2, 3});
   GC(tg::cross_entropy(in[0], t3, {.ignore_index = 3}), leaf({2, 3, 5}));
   GC(tg::nll_loss(tg::log_softmax(in[0]), target), x);
+  Tensor cw = tg::tensor({0.5, 2.0, 1.5, 0.25, 1.0}, tg::kFloat64);
+  GC(tg::cross_entropy(in[0], target, {.weight = cw}), x);
+  GC(tg::cross_entropy(in[0], target, {.label_smoothing = 0.2, .weight = cw}), x);
+  GC(tg::cross_entropy(in[0], t3, {.ignore_index = 3, .label_smoothing = 0.1, .reduction = tg::Reduction::None, .weight = cw}),
+     leaf({2, 3, 5}));
+  GC(tg::nll_loss(tg::log_softmax(in[0]), target, -100, tg::Reduction::Sum, cw), x);
   Tensor y = tg::rand({3, 5}, tg::kFloat64);
   GC(tg::binary_cross_entropy_with_logits(in[0], in[1]), x, y.requires_grad_());
   GC(tg::layer_norm(in[0], 1, in[1], in[2]), leaf({4, 6}), leaf({6}), leaf({6}));

@@ -252,7 +252,8 @@ TEST(Tokenizer, EveryKindRoundTripsThroughItsFile) {
   EXPECT_EQ(Tokenizer::file_name("word"), "tokenizer.txt");
   EXPECT_EQ(Tokenizer::file_name("char", "tgt"), "tgt.txt");
   EXPECT_EQ(Tokenizer::file_name("unigram", "src"), "src.spm");
-  EXPECT_THROW(Tokenizer::file_name("wordpiece"), tg::Error);
+  EXPECT_EQ(Tokenizer::file_name("wordpiece"), "tokenizer.json");  // read from a Hugging Face tokenizer.json
+  EXPECT_THROW(Tokenizer::file_name("sentencepiece"), tg::Error);
   // Two candidates for one stem, or none, are refused.
   auto word = train("word", corpus(), {.min_count = 1});
   ASSERT_TRUE(word);
@@ -390,12 +391,12 @@ TEST(EncodePair, SpecialsAndTypeIds) {
 
 TEST(EncodePair, TruncatesLongestFirst) {
   DigitTokenizer t;
-  // 5 + 3 tokens and 3 specials into 8: two from the longer a (now as long as b), then one from b.
+  // 5 + 3 tokens and 3 specials into 8: 2 + 3 of the 5 left to them (a longer one is cut to 3, b to 2).
   text::Encoding e = t.encode_pair("12345", "678", {.max_length = 8});
   EXPECT_EQ(e.ids, (std::vector<int64_t>{2, 11, 12, 13, 3, 16, 17, 3}));
   EXPECT_EQ(e.type_ids, (std::vector<int64_t>{0, 0, 0, 0, 0, 1, 1, 1}));
-  // Equal lengths: b loses first, then a, alternately.
-  EXPECT_EQ(t.encode_pair("1234", "5678", {.max_length = 8}).ids, (std::vector<int64_t>{2, 11, 12, 13, 3, 15, 16, 3}));
+  // Both too long: halves of what is left, b taking the odd token (Hugging Face tokenizers 0.23's rule).
+  EXPECT_EQ(t.encode_pair("1234", "5678", {.max_length = 8}).ids, (std::vector<int64_t>{2, 11, 12, 3, 15, 16, 17, 3}));
   EXPECT_EQ(t.encode_pair("1234", "5678", {.max_length = 7}).ids, (std::vector<int64_t>{2, 11, 12, 3, 15, 16, 3}));
   // A longer b loses first.
   EXPECT_EQ(t.encode_pair("1", "56789", {.max_length = 6}).ids, (std::vector<int64_t>{2, 11, 3, 15, 16, 3}));

@@ -48,12 +48,17 @@ Encoding Tokenizer::assemble(std::vector<int64_t> a, std::optional<std::vector<i
     int64_t remove = na + nb + specials - o.max_length;
     if (!b) {
       na -= remove;
-    } else {  // longest first: one token at a time from the longer segment, from b on a tie
-      const int64_t first = std::min(std::abs(na - nb), remove);
-      (na > nb ? na : nb) -= first;
-      remove -= first;
-      nb -= (remove + 1) / 2;
-      na -= remove / 2;
+    } else {  // longest first, as Hugging Face tokenizers: the shorter keeps all it can, else halves (b the odd one)
+      const int64_t budget = o.max_length - specials;
+      int64_t n1 = std::min(na, nb), n2 = std::max(na, nb);
+      n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
+      if (n1 + n2 > budget) {
+        n1 = budget / 2;
+        n2 = n1 + budget % 2;
+      }
+      if (na > nb) std::swap(n1, n2);
+      na = std::min(na, n1);
+      nb = std::min(nb, n2);
     }
     a.resize(static_cast<size_t>(na));
     if (b) b->resize(static_cast<size_t>(nb));
@@ -149,6 +154,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::parse(std::string_view bytes, std:
                     kMaxFileBytes >> 20);
   if (bytes.empty()) return io_error("{}: an empty file, not a tokenizer", source);
   if (internal::is_vocab_tokenizer_file(bytes)) return internal::parse_vocab_tokenizer(bytes, source);
+  if (internal::is_hf_tokenizer_json(bytes)) return internal::parse_wordpiece(bytes, source);
   Result<std::unique_ptr<Tokenizer>> spm = internal::parse_sentencepiece(bytes, source);
   if (spm.ok() || !looks_like_text(bytes)) return spm;
   return io_error("{}: not a tokenizer file (line 1 is not 'tapegrad tokenizer word|char ...', and the file is not a "
@@ -157,6 +163,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::parse(std::string_view bytes, std:
 }
 
 std::string Tokenizer::file_name(std::string_view kind, std::string_view stem) {
+  if (kind == "wordpiece") return fmt::format("{}.json", stem);
   check_kind(kind).or_throw();
   return fmt::format("{}.{}", stem, is_subword(kind) ? "spm" : "txt");
 }
@@ -167,12 +174,12 @@ Status Tokenizer::save_in(const std::string& dir, std::string_view stem) const {
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load_in(const std::string& dir, std::string_view stem) {
   std::vector<std::string> found;
-  for (const char* ext : {".txt", ".spm", "_vocab.txt"}) {
+  for (const char* ext : {".txt", ".spm", ".json", "_vocab.txt"}) {
     std::error_code ec;
     const std::string path = fmt::format("{}/{}{}", dir, stem, ext);
     if (std::filesystem::exists(path, ec)) found.push_back(path);
   }
-  if (found.empty()) return io_error("{}: no tokenizer file ({}.txt or {}.spm)", dir, stem, stem);
+  if (found.empty()) return io_error("{}: no tokenizer file ({}.txt, {}.spm or {}.json)", dir, stem, stem, stem);
   if (found.size() > 1) return io_error("{}: both {} and {} exist; which tokenizer is meant?", dir, found[0], found[1]);
   return load(found[0]);
 }

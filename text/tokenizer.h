@@ -4,8 +4,12 @@
 //   "word"     words and punctuation (text/split.h), detokenized on decode
 //   "bpe"      SentencePiece byte-pair encoding  } trained on the training text
 //   "unigram"  SentencePiece unigram LM          }
-// All four use ids 0..3 for <pad> <bos> <eos> <unk>. A tokenizer is one file saved beside a
-// checkpoint; load() recognises the kind from the content:
+//   "wordpiece" BERT's WordPiece, read from a Hugging Face tokenizer.json (not trained here):
+//              its normalizer, pre-tokenizer and [CLS]/[SEP] template, giving the ids of the
+//              Hugging Face `tokenizers` package (the file's truncation and padding settings are
+//              not applied: pass EncodeOptions)
+// The four trained here use ids 0..3 for <pad> <bos> <eos> <unk>. A tokenizer is one file saved
+// beside a checkpoint; load() recognises the kind from the content:
 //
 //   auto tok = tg::text::Tokenizer::train("bpe", lines, {.vocab_size = 8000}).value();
 //   tok->save_in("runs/lm").or_throw();                   // runs/lm/tokenizer.spm
@@ -67,7 +71,7 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // ---- what each algorithm provides ----
-  virtual std::string kind() const = 0;  // "char", "word", "bpe" or "unigram"
+  virtual std::string kind() const = 0;  // "char", "word", "bpe", "unigram" or "wordpiece"
   // The token strings of a text before the vocabulary (words, characters, pieces).
   virtual std::vector<std::string> tokenize(std::string_view text) const = 0;
   // Ids without specials; unknown tokens are unk_id().
@@ -108,15 +112,17 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> train(std::string_view kind, const std::vector<std::string>& sentences,
                                                    const TrainOptions& options = {});
   // A file written by save(), of any kind: word and char files start with a line
-  // "tapegrad tokenizer word|char ..."; anything else is tried as a SentencePiece model (ours end
+  // "tapegrad tokenizer word|char ..."; a JSON object is a Hugging Face tokenizer.json (WordPiece
+  // models only); anything else is tried as a SentencePiece model (ours end
   // with a fingerprint field that SentencePiece ignores; a changed byte is refused). Refuses corrupt,
   // truncated and oversized files with one line naming the file.
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& path);
   static Result<std::unique_ptr<Tokenizer>> parse(std::string_view bytes, std::string_view source);
 
-  // The conventional file name in a model folder: STEM.txt (word, char) or STEM.spm (bpe, unigram).
+  // The conventional file name in a model folder: STEM.txt (word, char), STEM.spm (bpe, unigram)
+  // or STEM.json (wordpiece).
   static std::string file_name(std::string_view kind, std::string_view stem = "tokenizer");
-  // save() as DIR/file_name(kind(), stem); load_in finds DIR/STEM.txt or DIR/STEM.spm (or an older
+  // save() as DIR/file_name(kind(), stem); load_in finds DIR/STEM.txt, STEM.spm or STEM.json (or an older
   // DIR/STEM_vocab.txt).
   Status save_in(const std::string& dir, std::string_view stem = "tokenizer") const;
   static Result<std::unique_ptr<Tokenizer>> load_in(const std::string& dir, std::string_view stem = "tokenizer");

@@ -22,6 +22,10 @@ Result<std::unique_ptr<Tokenizer>> parse_sentencepiece(std::string_view bytes, s
 Result<std::unique_ptr<Tokenizer>> train_sentencepiece(std::string_view kind, const std::vector<std::string>& sentences,
                                                        const TrainOptions& options);
 
+// WordPiece from a Hugging Face tokenizer.json (text/wordpiece_tokenizer.cc).
+bool is_hf_tokenizer_json(std::string_view bytes);  // the first non-blank byte is '{'
+Result<std::unique_ptr<Tokenizer>> parse_wordpiece(std::string_view bytes, std::string_view source);
+
 // The piece that stands for a line break when keep_newlines is on: U+2424 SYMBOL FOR NEWLINE.
 inline constexpr std::string_view kNewlinePiece = "\xE2\x90\xA4";
 

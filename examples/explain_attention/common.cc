@@ -26,6 +26,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("w2v_text", &o.w2v_text,
         "more English text, one sentence a line, for the word2vec of experiments 4 and 6 (besides the English training "
         "sentences)");
+  f.add("model", &o.model, "pretrained model folder for experiment 4 (./tg.sh models; \"\": leave that part out)");
   f.add("seed", &o.seed, "random seed");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   f.check([&o] {

@@ -17,6 +17,7 @@ using Curve = std::vector<std::pair<double, double>>;  // (step, value)
 
 struct Options {
   std::string src, tgt, ding = "/usr/share/trans/de-en", out = "runs/explain", w2v_text;
+  std::string model = "data/models/all-MiniLM-L6-v2";  // experiment 4's pretrained encoder ("" or absent: left out)
   int64_t steps = 300, width = 128, heads = 4, batch = 32, threads = 0;
   uint64_t seed = 1;
   bool overwrite = false;
@@ -86,6 +87,7 @@ void exp1_gradients(Context& ctx, tg::report::Html& html);
 void exp2_ablation(Context& ctx, tg::report::Html& html);
 void exp3_scaling(Context& ctx, tg::report::Html& html);
 void exp4_contextual(Context& ctx, tg::report::Html& html);
+void exp4_minilm(Context& ctx, tg::report::Html& html);  // experiment 4's second part: a real pretrained model
 void exp5_one_hot(Context& ctx, tg::report::Html& html);
 void exp6_pretrained(Context& ctx, tg::report::Html& html);
 void exp7_heads(Context& ctx, tg::report::Html& html);

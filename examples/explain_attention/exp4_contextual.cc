@@ -132,6 +132,7 @@ void exp4_contextual(Context& ctx, tg::report::Html& html) {
                            {"separated_words", separated}, {"words", words}});
   std::printf("experiment 4: encoder cosine same sense %.3f, different sense %.3f (%d of %d words separated)\n", same_mean,
               diff_mean, separated, words);
+  exp4_minilm(ctx, html);
 }
 
 }  // namespace explain

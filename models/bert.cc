@@ -1,0 +1,215 @@
+#include "models/bert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "graph/factory.h"
+#include "graph/format.h"
+#include "io/file.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/shape_ops.h"
+
+namespace tg {
+
+namespace {
+using nlohmann::json;
+
+// An integer member within [lo, hi]; absent keeps `value`.
+Status read_int(const json& j, const char* key, int64_t lo, int64_t hi, int64_t& value, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
+    return io_error("{}: {} = {} (expected a whole number in [{}, {}])", path, key, it->dump(), lo, hi);
+  value = it->get<int64_t>();
+  return {};
+}
+
+Status read_prob(const json& j, const char* key, double& value, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() < 1))
+    return io_error("{}: {} = {} (expected a probability in [0, 1))", path, key, it->dump());
+  value = it->get<double>();
+  return {};
+}
+}  // namespace
+
+Result<BertConfig> BertConfig::from_json(const std::string& path) {
+  Result<std::string> bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  const json j = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return io_error("{}: not a JSON object (a Hugging Face config.json was expected)", path);
+  if (auto t = j.find("model_type"); t != j.end() && !(t->is_string() && t->get<std::string>() == "bert"))
+    return io_error("{}: model_type {} is not supported (expected \"bert\")", path, t->dump());
+  BertConfig c;
+  TG_RETURN_IF_ERROR(read_int(j, "vocab_size", 1, int64_t{1} << 24, c.vocab, path));
+  TG_RETURN_IF_ERROR(read_int(j, "hidden_size", 1, 1 << 16, c.hidden, path));
+  TG_RETURN_IF_ERROR(read_int(j, "num_hidden_layers", 0, 1024, c.layers, path));
+  TG_RETURN_IF_ERROR(read_int(j, "num_attention_heads", 1, 1024, c.heads, path));
+  TG_RETURN_IF_ERROR(read_int(j, "intermediate_size", 1, 1 << 20, c.intermediate, path));
+  TG_RETURN_IF_ERROR(read_int(j, "max_position_embeddings", 1, 1 << 20, c.max_positions, path));
+  TG_RETURN_IF_ERROR(read_int(j, "type_vocab_size", 1, 1 << 16, c.type_vocab, path));
+  TG_RETURN_IF_ERROR(read_int(j, "pad_token_id", 0, c.vocab - 1, c.pad_id, path));
+  TG_RETURN_IF_ERROR(read_prob(j, "hidden_dropout_prob", c.dropout, path));
+  TG_RETURN_IF_ERROR(read_prob(j, "attention_probs_dropout_prob", c.attn_dropout, path));
+  if (auto e = j.find("layer_norm_eps"); e != j.end()) {
+    if (!e->is_number() || !(e->get<double>() > 0 && e->get<double>() < 1))
+      return io_error("{}: layer_norm_eps = {} (expected a number in (0, 1))", path, e->dump());
+    c.eps = e->get<double>();
+  }
+  if (auto a = j.find("hidden_act"); a != j.end()) {
+    const std::string act = a->is_string() ? a->get<std::string>() : a->dump();
+    if (act == "gelu") c.activation = Activation::Gelu;
+    else if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.activation = Activation::GeluTanh;
+    else if (act == "relu") c.activation = Activation::Relu;
+    else return io_error("{}: hidden_act '{}' is not supported (expected gelu, gelu_new, gelu_pytorch_tanh or relu)", path, act);
+  }
+  if (auto p = j.find("position_embedding_type"); p != j.end() && !(p->is_string() && p->get<std::string>() == "absolute"))
+    return io_error("{}: position_embedding_type {} is not supported (expected \"absolute\")", path, p->dump());
+  if (c.hidden % c.heads != 0)
+    return io_error("{}: hidden_size {} is not a multiple of num_attention_heads {}", path, c.hidden, c.heads);
+  return c;
+}
+
+BertModel::BertModel(const BertConfig& c) : cfg(c) {
+  TG_CHECK(c.vocab > 0 && c.hidden > 0 && c.layers >= 0 && c.heads > 0 && c.hidden % c.heads == 0 && c.max_positions > 0 &&
+               c.type_vocab > 0,
+           "BertModel", "bad configuration: vocab {}, hidden {}, layers {}, heads {}, max_positions {}, type_vocab {}",
+           c.vocab, c.hidden, c.layers, c.heads, c.max_positions, c.type_vocab);
+  const int64_t d = c.hidden;
+  tok_embed = register_module("tok_embed", std::make_shared<Embedding>(c.vocab, d, EmbeddingOptions{.padding_idx = c.pad_id, .init_std = 0.02}));
+  pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(c.max_positions, d));
+  type_embed = register_module("type_embed", std::make_shared<Embedding>(c.type_vocab, d, EmbeddingOptions{.init_std = 0.02}));
+  embed_norm = register_module("embed_norm", std::make_shared<LayerNorm>(d, c.eps));
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
+  layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
+  const LayerConfig lc{.d_model = d, .heads = c.heads, .d_ff = c.intermediate, .dropout = c.dropout,
+                       .attn_dropout = c.attn_dropout, .activation = c.activation, .norm_first = false, .eps = c.eps};
+  for (int64_t i = 0; i < c.layers; ++i) {
+    auto layer = layers->push_back(std::make_shared<EncoderLayer>(lc));
+    layer->ffn->dropout->p = 0;  // BERT has no dropout inside the feed-forward block
+  }
+  if (c.pooler) pooler = register_module("pooler", std::make_shared<Linear>(d, d));
+}
+
+Tensor BertModel::forward(const BertInputs& in, std::vector<Tensor>* hidden_states, int64_t run_layers) {
+  const Tensor& ids = in.ids;
+  TG_CHECK(ids.defined() && ids.dtype() == kInt64 && ids.dim() == 2, "BertModel", "expects int64 token ids [B, T], got {} {}",
+           ids.defined() ? ids.dtype() : kInt64, ids.defined() ? ids.shape() : Shape{});
+  TG_CHECK(ids.size(1) <= cfg.max_positions, "BertModel", "a sequence of {} tokens exceeds max_position_embeddings {}",
+           ids.size(1), cfg.max_positions);
+  for (const Tensor* t : {&in.attention_mask, &in.token_types})
+    TG_CHECK(!t->defined() || (t->dtype() == kInt64 && t->shape() == ids.shape()), "BertModel",
+             "attention mask and token types must be int64 {} like the ids, got {} {}", ids.shape(), t->dtype(), t->shape());
+  TG_CHECK(run_layers <= cfg.layers, "BertModel", "{} layers asked of a model of {}", run_layers, cfg.layers);
+  const Tensor types = in.token_types.defined() ? in.token_types : zeros(ids.shape(), kInt64);
+  Tensor h = add(pos_embed->forward(tok_embed->forward(ids)), type_embed->forward(types));
+  h = dropout->forward(embed_norm->forward(h));
+  if (hidden_states) hidden_states->assign({h});
+  AttentionMask mask;
+  if (in.attention_mask.defined()) mask.key_padding = eq(in.attention_mask, 0.0);
+  const int64_t n = run_layers < 0 ? cfg.layers : run_layers;
+  for (int64_t i = 0; i < n; ++i) {
+    h = (*layers)[static_cast<size_t>(i)]->forward(h, mask);
+    if (hidden_states) hidden_states->push_back(h);
+  }
+  return h;
+}
+
+Tensor BertModel::pooled(const Tensor& hidden) const {
+  TG_CHECK(pooler != nullptr, "BertModel::pooled", "this model was built without a pooler");
+  return tanh(pooler->forward(squeeze(hidden.narrow(1, 0, 1), 1)));
+}
+
+void BertModel::set_record_attention(bool on) {
+  for (auto& layer : *layers) layer->self_attn->record_weights = on;
+}
+
+NameMapping BertModel::hugging_face_names() {
+  const std::string L = R"(^encoder\.layer\.(\d+)\.)";
+  return {
+      .ignore = {R"(^(bert\.)?embeddings\.position_ids$)", R"(^cls\.)"},
+      .strip_prefixes = {"bert."},
+      .renames = {{R"(^embeddings\.word_embeddings\.)", "tok_embed."},
+                  {R"(^embeddings\.position_embeddings\.)", "pos_embed."},
+                  {R"(^embeddings\.token_type_embeddings\.)", "type_embed."},
+                  {R"(^embeddings\.LayerNorm\.)", "embed_norm."},
+                  {L + R"(attention\.self\.query\.)", "layers.$1.self_attn.w_q."},
+                  {L + R"(attention\.self\.key\.)", "layers.$1.self_attn.w_k."},
+                  {L + R"(attention\.self\.value\.)", "layers.$1.self_attn.w_v."},
+                  {L + R"(attention\.output\.dense\.)", "layers.$1.self_attn.w_o."},
+                  {L + R"(attention\.output\.LayerNorm\.)", "layers.$1.norm1."},
+                  {L + R"(intermediate\.dense\.)", "layers.$1.ffn.linear1."},
+                  {L + R"(output\.dense\.)", "layers.$1.ffn.linear2."},
+                  {L + R"(output\.LayerNorm\.)", "layers.$1.norm2."},
+                  {R"(^pooler\.dense\.)", "pooler."},
+                  {R"(\.gamma$)", ".weight"},  // LayerNorm names of older (TensorFlow-converted) checkpoints
+                  {R"(\.beta$)", ".bias"}},
+  };
+}
+
+Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string& dir) {
+  const std::string config_path = dir + "/config.json", weights_path = dir + "/model.safetensors";
+  Result<BertConfig> cfg = BertConfig::from_json(config_path);
+  if (!cfg.ok()) return cfg.status();
+  Result<SafetensorsFile> file = load_safetensors(weights_path);
+  if (!file.ok()) return file.status();
+  // The configuration against the file's shapes before anything of the configuration's size is
+  // built: a config.json that does not belong to these weights is named, not allocated.
+  std::map<std::string, Shape> shapes;
+  int64_t file_layers = 0;
+  for (const auto& [name, t] : file->tensors) {
+    std::string n = name.rfind("bert.", 0) == 0 ? name.substr(5) : name;
+    shapes[n] = t.shape();
+    if (n.rfind("encoder.layer.", 0) == 0) {
+      const int64_t i = std::atoll(n.c_str() + 14);
+      if (i >= 0 && i < 1024) file_layers = std::max(file_layers, i + 1);
+    }
+  }
+  auto expect = [&](const std::string& name, const Shape& want, const std::string& keys) -> Status {
+    auto it = shapes.find(name);
+    if (it == shapes.end()) return io_error("{}: no tensor '{}' (is this a BERT model?)", weights_path, name);
+    if (it->second != want)
+      return io_error("{}: '{}' is {} but {} says {} ({})", weights_path, name, it->second, config_path, want, keys);
+    return {};
+  };
+  const BertConfig& c = *cfg;
+  TG_RETURN_IF_ERROR(expect("embeddings.word_embeddings.weight", {c.vocab, c.hidden}, "vocab_size, hidden_size"));
+  TG_RETURN_IF_ERROR(expect("embeddings.position_embeddings.weight", {c.max_positions, c.hidden}, "max_position_embeddings, hidden_size"));
+  TG_RETURN_IF_ERROR(expect("embeddings.token_type_embeddings.weight", {c.type_vocab, c.hidden}, "type_vocab_size, hidden_size"));
+  if (file_layers != c.layers)
+    return io_error("{}: holds {} encoder layers but {} says num_hidden_layers {}", weights_path, file_layers, config_path, c.layers);
+  if (c.layers > 0)
+    TG_RETURN_IF_ERROR(expect("encoder.layer.0.intermediate.dense.weight", {c.intermediate, c.hidden}, "intermediate_size, hidden_size"));
+  BertConfig built = c;
+  built.pooler = shapes.count("pooler.dense.weight") != 0;
+  auto model = std::make_unique<BertModel>(built);
+  Result<LoadReport> r = tg::load_state_dict(*model, file->tensors, {.strict = true, .names = hugging_face_names(), .source = weights_path});
+  if (!r.ok()) return r.status();
+  model->eval();
+  return model;
+}
+
+Tensor pool(const Tensor& hidden, const Tensor& attention_mask, Pooling pooling) {
+  TG_CHECK(hidden.defined() && hidden.dim() == 3, "pool", "expects hidden states [B, T, D], got {}",
+           hidden.defined() ? hidden.shape() : Shape{});
+  if (pooling == Pooling::Cls) return squeeze(hidden.narrow(1, 0, 1), 1);
+  TG_CHECK(attention_mask.defined() && attention_mask.shape() == Shape({hidden.size(0), hidden.size(1)}), "pool",
+           "attention mask of shape {} for hidden states {} (expected [B, T])",
+           attention_mask.defined() ? attention_mask.shape() : Shape{}, hidden.shape());
+  const Tensor m = unsqueeze(to(attention_mask, hidden.dtype()), -1);  // [B, T, 1]
+  const Tensor count = clamp(sum(m, {1}), 1e-9, INFINITY);             // [B, 1]
+  return div(sum(mul(hidden, m), {1}), count);
+}
+
+Tensor l2_normalize(const Tensor& x, double eps) {
+  TG_CHECK(x.defined() && x.dim() >= 1, "l2_normalize", "expects a tensor with at least one axis");
+  return div(x, clamp(sqrt(sum(mul(x, x), {-1}, true)), eps, INFINITY));
+}
+
+}  // namespace tg

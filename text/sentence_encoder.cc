@@ -1,0 +1,128 @@
+#include "text/sentence_encoder.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "graph/factory.h"
+#include "graph/node.h"
+#include "io/file.h"
+#include "ops/shape_ops.h"
+#include "text/batching.h"
+
+namespace tg::text {
+
+namespace {
+using nlohmann::json;
+
+// An optional JSON file of the folder: null when absent, an error when unreadable or not `kind`.
+Result<json> optional_json(const std::string& path, json::value_t kind = json::value_t::object) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return json();
+  Result<std::string> bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  json j = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || j.type() != kind)
+    return io_error("{}: not a JSON {}", path, kind == json::value_t::array ? "list" : "object");
+  return j;
+}
+
+bool is_true(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+}  // namespace
+
+Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return io_error("{}: not a model folder (no such directory)", dir);
+  auto enc = std::make_unique<SentenceEncoder>();
+  Result<std::unique_ptr<BertModel>> model = BertModel::from_pretrained(dir);
+  if (!model.ok()) return model.status();
+  enc->model_ = std::move(*model);
+  const std::string tok_path = dir + "/tokenizer.json";
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::load(tok_path);
+  if (!tok.ok()) return tok.status();
+  enc->tokenizer_ = std::move(*tok);
+  const BertConfig& cfg = enc->model_->cfg;
+  if (enc->tokenizer_->size() != cfg.vocab)
+    return io_error("{}: a vocabulary of {} tokens, but {}/config.json says vocab_size {} (a tokenizer of another model?)",
+                    tok_path, enc->tokenizer_->size(), dir, cfg.vocab);
+  // Pooling: sentence-transformers' 1_Pooling/config.json.
+  const std::string pool_path = dir + "/1_Pooling/config.json";
+  Result<json> pool = optional_json(pool_path);
+  if (!pool.ok()) return pool.status();
+  if (!pool->is_null()) {
+    for (const char* unsupported : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
+                                    "pooling_mode_lasttoken"})
+      if (is_true(*pool, unsupported)) return io_error("{}: {} is not supported (mean or CLS pooling)", pool_path, unsupported);
+    const bool cls = is_true(*pool, "pooling_mode_cls_token"), mean = is_true(*pool, "pooling_mode_mean_tokens");
+    if (cls == mean) return io_error("{}: expected exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token", pool_path);
+    enc->pooling = cls ? Pooling::Cls : Pooling::Mean;
+  }
+  // Normalisation: a sentence_transformers.models.Normalize module in modules.json.
+  Result<json> modules = optional_json(dir + "/modules.json", json::value_t::array);
+  if (!modules.ok()) return modules.status();
+  for (const json& m : *modules)
+    if (m.is_object() && m.contains("type") && m["type"].is_string() && m["type"].get<std::string>().ends_with(".Normalize"))
+      enc->normalize = true;
+  // The longest input.
+  enc->max_length = std::min<int64_t>(cfg.max_positions, 512);
+  const std::string st_path = dir + "/sentence_bert_config.json";
+  Result<json> st = optional_json(st_path);
+  if (!st.ok()) return st.status();
+  if (!st->is_null() && st->contains("max_seq_length")) {
+    const json& m = (*st)["max_seq_length"];
+    if (!m.is_number_integer() || m.get<int64_t>() < 2 || m.get<int64_t>() > cfg.max_positions)
+      return io_error("{}: max_seq_length = {} (expected 2..{}, the model's max_position_embeddings)", st_path, m.dump(),
+                      cfg.max_positions);
+    enc->max_length = m.get<int64_t>();
+  }
+  return enc;
+}
+
+BertInputs SentenceEncoder::inputs(const std::vector<std::string>& batch) const {
+  TG_CHECK(max_length >= 2 && max_length <= model_->cfg.max_positions, "SentenceEncoder",
+           "max_length {} must be in [2, {}]", max_length, model_->cfg.max_positions);
+  EncodedBatch b = stack_encodings(tokenizer_->encode_batch(batch, {.max_length = max_length}), tokenizer_->pad_id());
+  return {b.ids, b.attention_mask, b.type_ids};
+}
+
+Tensor SentenceEncoder::forward(const std::vector<std::string>& batch) {
+  const BertInputs in = inputs(batch);
+  Tensor e = pool(model_->forward(in, nullptr, layer), in.attention_mask, pooling);
+  return normalize ? l2_normalize(e) : e;
+}
+
+Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_t batch,
+                               const std::function<void(int64_t)>& progress) {
+  TG_CHECK(batch >= 1, "SentenceEncoder::encode", "batch must be at least 1, got {}", batch);
+  const int64_t n = static_cast<int64_t>(sentences.size()), hidden = model_->cfg.hidden;
+  Tensor out = zeros({n, hidden});
+  if (n == 0) return out;
+  // Longest first (as sentence-transformers), by token count.
+  std::vector<int64_t> length(static_cast<size_t>(n)), order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) length[static_cast<size_t>(i)] = static_cast<int64_t>(tokenizer_->encode(sentences[static_cast<size_t>(i)]).size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return length[static_cast<size_t>(a)] > length[static_cast<size_t>(b)]; });
+  NoGradGuard ng;
+  const bool was_training = model_->is_training();
+  model_->eval();
+  float* dst = out.data<float>();
+  for (int64_t start = 0; start < n; start += batch) {
+    const int64_t end = std::min(n, start + batch);
+    std::vector<std::string> texts;
+    for (int64_t k = start; k < end; ++k) texts.push_back(sentences[static_cast<size_t>(order[static_cast<size_t>(k)])]);
+    const std::vector<float> e = forward(texts).to_vector<float>();
+    for (int64_t k = start; k < end; ++k)
+      std::copy_n(e.begin() + (k - start) * hidden, hidden, dst + order[static_cast<size_t>(k)] * hidden);
+    if (progress) progress(end);
+  }
+  model_->train(was_training);
+  return out;
+}
+
+}  // namespace tg::text
