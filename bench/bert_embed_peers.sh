@@ -43,6 +43,7 @@ if [[ ! -x $OURS ]]; then
   exit 1
 fi
 mkdir -p "$W"
+rm -f "$W"/*.safetensors  # bert_embed never replaces an existing output
 
 python3 - "$ROOT/data/wordnet.txt" "$N" "$W/input.txt" "$W/one.txt" <<'EOF'
 import random, sys

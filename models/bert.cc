@@ -188,7 +188,11 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
     TG_RETURN_IF_ERROR(expect("encoder.layer.0.intermediate.dense.weight", {c.intermediate, c.hidden}, "intermediate_size, hidden_size"));
   BertConfig built = c;
   built.pooler = shapes.count("pooler.dense.weight") != 0;
-  auto model = std::make_unique<BertModel>(built);
+  std::unique_ptr<BertModel> model;
+  {
+    SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
+    model = std::make_unique<BertModel>(built);
+  }
   Result<LoadReport> r = tg::load_state_dict(*model, file->tensors, {.strict = true, .names = hugging_face_names(), .source = weights_path});
   if (!r.ok()) return r.status();
   model->eval();

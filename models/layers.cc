@@ -9,11 +9,19 @@
 
 namespace tg {
 
+namespace {
+thread_local bool t_skip_init = false;
+}
+SkipInitGuard::SkipInitGuard() : prev_(t_skip_init) { t_skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { t_skip_init = prev_; }
+
 void uniform_(const Tensor& t, double low, double high) {
+  if (t_skip_init) return;
   NoGradGuard ng;
   t.detach().copy_(uniform(t.shape(), low, high, t.dtype()));
 }
 void normal_(const Tensor& t, double mean, double stddev) {
+  if (t_skip_init) return;
   NoGradGuard ng;
   t.detach().copy_(normal(t.shape(), mean, stddev, t.dtype()));
 }

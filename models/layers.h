@@ -10,6 +10,20 @@
 namespace tg {
 
 // In-place initialisers (no gradient is recorded).
+//
+// While a SkipInitGuard lives on this thread, the random initialisers (uniform_, normal_ and those
+// built on them) leave tensors as they are and draw nothing: for a model whose every weight is
+// loaded right after it is built (BertModel::from_pretrained), as PyTorch's skip_init.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool prev_;
+};
 void uniform_(const Tensor& t, double low, double high);
 void normal_(const Tensor& t, double mean, double stddev);
 void zeros_(const Tensor& t);

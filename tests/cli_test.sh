@@ -92,7 +92,7 @@ expect_error "--temperature: must be > 0" "$BIN/train_lm" --temperature 0 --text
 expect_error "--top_k: must be >= 0" "$BIN/train_lm" --top_k -3 --text "$TMP/missing.txt"
 expect_error "unexpected argument 'stray'" "$BIN/translate" stray
 expect_error "--size: must be in" "$BIN/train_word2vec" --size 100000000 --train "$TMP/text.txt"
-for prog in train_lm train_translator translate train_word2vec explain_attention quickstart custom_op; do
+for prog in train_lm train_translator translate train_word2vec explain_attention quickstart custom_op bert_embed classify_glosses; do
   if "$BIN/$prog" --help >"$TMP/out" 2>&1 && grep -q -- "--help" "$TMP/out"; then echo "ok: $prog --help"; else
     echo "FAIL: $prog --help"; cat "$TMP/out"; failures=$((failures + 1)); fi
 done
@@ -122,6 +122,20 @@ if "$BIN/train_word2vec" -train "$TMP/w2v.txt" -output "$TMP/w2v/v.txt" -cbow 0 
   echo "FAIL: train_word2vec -cbow 0"; cat "$TMP/out"; failures=$((failures + 1)); fi
 printf '# no pairs here\n' >"$TMP/empty.tsv"
 expect_error "no word pair" "$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/w2v2/v.txt" --min_count 1 --similarity "$TMP/empty.tsv"
+# A bad pretrained-model folder: one line naming the file and the problem.
+echo "a sentence" >"$TMP/s.txt"
+expect_error "not a model folder" "$BIN/bert_embed" --model "$TMP/no_model" --input "$TMP/s.txt" --output "$TMP/e.safetensors"
+mkdir -p "$TMP/bad_model"
+echo '{"model_type": "gpt2"}' >"$TMP/bad_model/config.json"
+expect_error "config.json: model_type \"gpt2\" is not supported" "$BIN/bert_embed" --model "$TMP/bad_model" --input "$TMP/s.txt" --output "$TMP/e.safetensors"
+echo '{"model_type": "bert", "hidden_size": 10, "num_attention_heads": 3}' >"$TMP/bad_model/config.json"
+expect_error "hidden_size 10 is not a multiple of num_attention_heads 3" "$BIN/bert_embed" --model "$TMP/bad_model" --input "$TMP/s.txt" --output "$TMP/e.safetensors"
+echo '{"model_type": "bert"}' >"$TMP/bad_model/config.json"
+expect_error "bad_model/model.safetensors" "$BIN/bert_embed" --model "$TMP/bad_model" --input "$TMP/s.txt" --output "$TMP/e.safetensors"
+expect_error "--pooling: expected one of" "$BIN/bert_embed" --model "$TMP/bad_model" --input "$TMP/s.txt" --output "$TMP/e.safetensors" --pooling max
+touch "$TMP/exists.safetensors"
+expect_error "exists; pass --overwrite" "$BIN/bert_embed" --model "$TMP/bad_model" --input "$TMP/s.txt" --output "$TMP/exists.safetensors"
+expect_error "not a model folder" "$BIN/classify_glosses" --model "$TMP/no_model" --out "$TMP/glosses"
 # The README's own-model example is examples/custom_model.cc, to the letter, and it trains.
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 awk '/^\/\/ Your own model, trained by the library loop/{on=1} on&&/^```$/{exit} on{print}' "$SRC/README.md" >"$TMP/readme.cc"

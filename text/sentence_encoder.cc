@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "io/file.h"
+#include "ops/kernels/parallel.h"
 #include "ops/shape_ops.h"
 #include "text/batching.h"
 
@@ -108,19 +110,32 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
   for (int64_t i = 0; i < n; ++i) length[static_cast<size_t>(i)] = static_cast<int64_t>(tokenizer_->encode(sentences[static_cast<size_t>(i)]).size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return length[static_cast<size_t>(a)] > length[static_cast<size_t>(b)]; });
-  NoGradGuard ng;
   const bool was_training = model_->is_training();
   model_->eval();
   float* dst = out.data<float>();
-  for (int64_t start = 0; start < n; start += batch) {
-    const int64_t end = std::min(n, start + batch);
-    std::vector<std::string> texts;
-    for (int64_t k = start; k < end; ++k) texts.push_back(sentences[static_cast<size_t>(order[static_cast<size_t>(k)])]);
-    const std::vector<float> e = forward(texts).to_vector<float>();
-    for (int64_t k = start; k < end; ++k)
-      std::copy_n(e.begin() + (k - start) * hidden, hidden, dst + order[static_cast<size_t>(k)] * hidden);
-    if (progress) progress(end);
-  }
+  // Whole batches in parallel, one per thread, each computed by single-threaded kernels (a
+  // parallel_for inside a pool task runs serially): on small batches this scales better than
+  // splitting every matrix product, and a batch's numbers do not depend on which thread ran it.
+  const int64_t batches = (n + batch - 1) / batch;
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), batches));
+  std::mutex progress_mutex;
+  int64_t done = 0;
+  kernels::parallel_run(threads, [&](int c) {
+    NoGradGuard ng;  // grad mode is per thread
+    for (int64_t b = c; b < batches; b += threads) {
+      const int64_t start = b * batch, end = std::min(n, start + batch);
+      std::vector<std::string> texts;
+      for (int64_t k = start; k < end; ++k) texts.push_back(sentences[static_cast<size_t>(order[static_cast<size_t>(k)])]);
+      const std::vector<float> e = forward(texts).to_vector<float>();
+      for (int64_t k = start; k < end; ++k)
+        std::copy_n(e.begin() + (k - start) * hidden, hidden, dst + order[static_cast<size_t>(k)] * hidden);
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        done += end - start;
+        progress(done);
+      }
+    }
+  });
   model_->train(was_training);
   return out;
 }

@@ -27,8 +27,9 @@ class SentenceEncoder {
   static Result<std::unique_ptr<SentenceEncoder>> load(const std::string& dir);
 
   // Sentence vectors [n, hidden], float32, in the input order. Batches of `batch` sentences sorted
-  // by length and padded to their longest (so padding costs little); no gradient. `progress` gets
-  // the number of sentences done after each batch.
+  // by length and padded to their longest (so padding costs little), run in parallel one batch a
+  // thread (the numbers do not depend on the thread count); no gradient. `progress` gets the
+  // number of sentences done after each batch (from any thread, one call at a time).
   Tensor encode(const std::vector<std::string>& sentences, int64_t batch = 32,
                 const std::function<void(int64_t)>& progress = {});
   // One batch, differentiable (fine-tuning): [B, hidden] pooled (and normalised when set).
