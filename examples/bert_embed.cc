@@ -34,6 +34,7 @@ int run(int argc, char** argv) {
   f.add("layer", &o.layer, "pool the hidden states after this layer (0: embeddings; -1: the last)").min(-1);
   f.add("batch", &o.batch, "sentences per batch").range(1, 4096);
   f.add("max_length", &o.max_length, "longest input in tokens, specials included (0: the folder's max_seq_length)").min(0);
+  f.check([&o] { return o.max_length == 0 || o.max_length >= 2 ? std::string() : std::string("--max_length: 0 (the folder's) or at least 2 ([CLS] and [SEP])"); });
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   f.add("overwrite", &o.overwrite, "replace an existing --output");
   f.parse(argc, argv).or_throw();

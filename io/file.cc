@@ -1,5 +1,6 @@
 #include "io/file.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -83,6 +84,26 @@ std::string fingerprint(std::string_view bytes) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
+}
+
+int json_depth(std::string_view s, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escape = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escape) escape = false;
+      else if (c == '\\') escape = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) return max_depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return max_depth;
 }
 
 }  // namespace tg

@@ -21,6 +21,11 @@ Status write_file_atomic(const std::string& path, std::string_view bytes);
 // Creates a folder and its parents; an error when the path exists and is not a folder.
 Status make_dirs(const std::string& path);
 
+// The deepest nesting of objects and arrays in JSON text (strings skipped), counted only up to
+// just past `limit`: JSON files are checked with it before they are parsed, since printing or
+// walking a value nested a million deep would overflow the stack.
+int json_depth(std::string_view json_text, int limit = 64);
+
 // FNV-1a, 64 bits, as 16 hex digits: the fingerprint of tokenizer files and configurations
 // stored in checkpoints (a check against mix-ups, not a cryptographic hash).
 std::string fingerprint(std::string_view bytes);

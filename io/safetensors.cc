@@ -81,26 +81,6 @@ float half_to_float(uint16_t h) {
 }
 
 // Maximum nesting of the JSON text, outside strings: rejects pathological headers up front.
-int json_depth(std::string_view s) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escape = false;
-  for (char c : s) {
-    if (in_string) {
-      if (escape) escape = false;
-      else if (c == '\\') escape = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-      if (max_depth > kMaxDepth) return max_depth;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
 struct Entry {
   std::string name;
   DTypeInfo type;
@@ -164,7 +144,7 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::str
   if (n > kMaxHeader) return bad(source, fmt::format("header length {} exceeds the limit of {} bytes", n, kMaxHeader));
   std::string_view text = bytes.substr(8, n);
   if (text.empty() || text.front() != '{') return bad(source, "the header does not start with '{'");
-  if (json_depth(text) > kMaxDepth) return bad(source, "the header's JSON is nested too deeply");
+  if (json_depth(text, kMaxDepth) > kMaxDepth) return bad(source, "the header's JSON is nested too deeply");
 
   // Parse, noticing duplicate top-level names (a JSON object would silently keep the last).
   std::vector<std::string> top_keys;

@@ -1,6 +1,7 @@
 #include "models/bert.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 
@@ -19,12 +20,23 @@ namespace tg {
 namespace {
 using nlohmann::json;
 
+// A JSON value for a message: compact, at most 60 bytes (cut on a UTF-8 boundary), one line.
+std::string brief(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 60) {
+    size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
+  return s;
+}
+
 // An integer member within [lo, hi]; absent keeps `value`.
 Status read_int(const json& j, const char* key, int64_t lo, int64_t hi, int64_t& value, const std::string& path) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return {};
   if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
-    return io_error("{}: {} = {} (expected a whole number in [{}, {}])", path, key, it->dump(), lo, hi);
+    return io_error("{}: {} = {} (expected a whole number in [{}, {}])", path, key, brief(*it), lo, hi);
   value = it->get<int64_t>();
   return {};
 }
@@ -33,7 +45,7 @@ Status read_prob(const json& j, const char* key, double& value, const std::strin
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return {};
   if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() < 1))
-    return io_error("{}: {} = {} (expected a probability in [0, 1))", path, key, it->dump());
+    return io_error("{}: {} = {} (expected a probability in [0, 1))", path, key, brief(*it));
   value = it->get<double>();
   return {};
 }
@@ -42,10 +54,11 @@ Status read_prob(const json& j, const char* key, double& value, const std::strin
 Result<BertConfig> BertConfig::from_json(const std::string& path) {
   Result<std::string> bytes = read_file(path);
   if (!bytes.ok()) return bytes.status();
+  if (json_depth(*bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply for a config.json", path);
   const json j = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return io_error("{}: not a JSON object (a Hugging Face config.json was expected)", path);
   if (auto t = j.find("model_type"); t != j.end() && !(t->is_string() && t->get<std::string>() == "bert"))
-    return io_error("{}: model_type {} is not supported (expected \"bert\")", path, t->dump());
+    return io_error("{}: model_type {} is not supported (expected \"bert\")", path, brief(*t));
   BertConfig c;
   TG_RETURN_IF_ERROR(read_int(j, "vocab_size", 1, int64_t{1} << 24, c.vocab, path));
   TG_RETURN_IF_ERROR(read_int(j, "hidden_size", 1, 1 << 16, c.hidden, path));
@@ -59,18 +72,18 @@ Result<BertConfig> BertConfig::from_json(const std::string& path) {
   TG_RETURN_IF_ERROR(read_prob(j, "attention_probs_dropout_prob", c.attn_dropout, path));
   if (auto e = j.find("layer_norm_eps"); e != j.end()) {
     if (!e->is_number() || !(e->get<double>() > 0 && e->get<double>() < 1))
-      return io_error("{}: layer_norm_eps = {} (expected a number in (0, 1))", path, e->dump());
+      return io_error("{}: layer_norm_eps = {} (expected a number in (0, 1))", path, brief(*e));
     c.eps = e->get<double>();
   }
   if (auto a = j.find("hidden_act"); a != j.end()) {
-    const std::string act = a->is_string() ? a->get<std::string>() : a->dump();
+    const std::string act = a->is_string() ? a->get<std::string>() : brief(*a);
     if (act == "gelu") c.activation = Activation::Gelu;
     else if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.activation = Activation::GeluTanh;
     else if (act == "relu") c.activation = Activation::Relu;
     else return io_error("{}: hidden_act '{}' is not supported (expected gelu, gelu_new, gelu_pytorch_tanh or relu)", path, act);
   }
   if (auto p = j.find("position_embedding_type"); p != j.end() && !(p->is_string() && p->get<std::string>() == "absolute"))
-    return io_error("{}: position_embedding_type {} is not supported (expected \"absolute\")", path, p->dump());
+    return io_error("{}: position_embedding_type {} is not supported (expected \"absolute\")", path, brief(*p));
   if (c.hidden % c.heads != 0)
     return io_error("{}: hidden_size {} is not a multiple of num_attention_heads {}", path, c.hidden, c.heads);
   return c;
@@ -127,7 +140,10 @@ Tensor BertModel::pooled(const Tensor& hidden) const {
 }
 
 void BertModel::set_record_attention(bool on) {
-  for (auto& layer : *layers) layer->self_attn->record_weights = on;
+  for (auto& layer : *layers) {
+    layer->self_attn->record_weights = on;
+    if (!on) layer->self_attn->last_weights = Tensor();
+  }
 }
 
 NameMapping BertModel::hugging_face_names() {
@@ -160,38 +176,55 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
   Result<SafetensorsFile> file = load_safetensors(weights_path);
   if (!file.ok()) return file.status();
   // The configuration against the file's shapes before anything of the configuration's size is
-  // built: a config.json that does not belong to these weights is named, not allocated.
+  // built: every tensor the configuration implies must be in the file with that shape, so a
+  // config.json that does not belong to these weights is named, never allocated.
   std::map<std::string, Shape> shapes;
   int64_t file_layers = 0;
   for (const auto& [name, t] : file->tensors) {
     std::string n = name.rfind("bert.", 0) == 0 ? name.substr(5) : name;
-    shapes[n] = t.shape();
     if (n.rfind("encoder.layer.", 0) == 0) {
-      const int64_t i = std::atoll(n.c_str() + 14);
-      if (i >= 0 && i < 1024) file_layers = std::max(file_layers, i + 1);
+      int64_t i = -1;
+      const char* first = n.c_str() + 14;
+      const auto [end, ec] = std::from_chars(first, n.c_str() + n.size(), i);
+      if (ec == std::errc() && end != first && i >= 0 && i < 1024) file_layers = std::max(file_layers, i + 1);
     }
+    shapes[std::move(n)] = t.shape();
   }
-  auto expect = [&](const std::string& name, const Shape& want, const std::string& keys) -> Status {
+  const BertConfig& c = *cfg;
+  const int64_t H = c.hidden, I = c.intermediate;
+  auto expect = [&](const std::string& name, const Shape& want, const char* keys) -> Status {
     auto it = shapes.find(name);
-    if (it == shapes.end()) return io_error("{}: no tensor '{}' (is this a BERT model?)", weights_path, name);
+    if (it == shapes.end() && name.ends_with("LayerNorm.weight")) it = shapes.find(name.substr(0, name.size() - 6) + "gamma");
+    if (it == shapes.end() && name.ends_with("LayerNorm.bias")) it = shapes.find(name.substr(0, name.size() - 4) + "beta");
+    if (it == shapes.end()) return io_error("{}: no tensor '{}' (is this a BERT model of {}?)", weights_path, name, config_path);
     if (it->second != want)
       return io_error("{}: '{}' is {} but {} says {} ({})", weights_path, name, it->second, config_path, want, keys);
     return {};
   };
-  const BertConfig& c = *cfg;
-  TG_RETURN_IF_ERROR(expect("embeddings.word_embeddings.weight", {c.vocab, c.hidden}, "vocab_size, hidden_size"));
-  TG_RETURN_IF_ERROR(expect("embeddings.position_embeddings.weight", {c.max_positions, c.hidden}, "max_position_embeddings, hidden_size"));
-  TG_RETURN_IF_ERROR(expect("embeddings.token_type_embeddings.weight", {c.type_vocab, c.hidden}, "type_vocab_size, hidden_size"));
+  TG_RETURN_IF_ERROR(expect("embeddings.word_embeddings.weight", {c.vocab, H}, "vocab_size, hidden_size"));
+  TG_RETURN_IF_ERROR(expect("embeddings.position_embeddings.weight", {c.max_positions, H}, "max_position_embeddings, hidden_size"));
+  TG_RETURN_IF_ERROR(expect("embeddings.token_type_embeddings.weight", {c.type_vocab, H}, "type_vocab_size, hidden_size"));
+  TG_RETURN_IF_ERROR(expect("embeddings.LayerNorm.weight", {H}, "hidden_size"));
   if (file_layers != c.layers)
     return io_error("{}: holds {} encoder layers but {} says num_hidden_layers {}", weights_path, file_layers, config_path, c.layers);
-  if (c.layers > 0)
-    TG_RETURN_IF_ERROR(expect("encoder.layer.0.intermediate.dense.weight", {c.intermediate, c.hidden}, "intermediate_size, hidden_size"));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = fmt::format("encoder.layer.{}.", i);
+    for (const char* m : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
+      TG_RETURN_IF_ERROR(expect(p + m + ".weight", {H, H}, "hidden_size"));
+      TG_RETURN_IF_ERROR(expect(p + m + ".bias", {H}, "hidden_size"));
+    }
+    TG_RETURN_IF_ERROR(expect(p + "intermediate.dense.weight", {I, H}, "intermediate_size, hidden_size"));
+    TG_RETURN_IF_ERROR(expect(p + "output.dense.weight", {H, I}, "hidden_size, intermediate_size"));
+  }
+  if (shapes.count("pooler.dense.weight")) TG_RETURN_IF_ERROR(expect("pooler.dense.weight", {H, H}, "hidden_size"));
   BertConfig built = c;
   built.pooler = shapes.count("pooler.dense.weight") != 0;
   std::unique_ptr<BertModel> model;
-  {
+  try {
     SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
     model = std::make_unique<BertModel>(built);
+  } catch (const std::bad_alloc&) {
+    return io_error("{}: not enough memory for the model {} describes", weights_path, config_path);
   }
   Result<LoadReport> r = tg::load_state_dict(*model, file->tensors, {.strict = true, .names = hugging_face_names(), .source = weights_path});
   if (!r.ok()) return r.status();

@@ -45,11 +45,12 @@ class BertModel : public Module {
   // `layers` >= 0 only that many layers run (their output is returned).
   Tensor forward(const BertInputs& in, std::vector<Tensor>* hidden_states = nullptr, int64_t layers = -1);
   Tensor pooled(const Tensor& hidden) const;  // tanh(dense(h[:, 0])), [B, hidden]; needs the pooler
-  void set_record_attention(bool on);          // every layer's attention weights in last_weights
+  void set_record_attention(bool on);          // every layer's attention weights in last_weights (off: dropped)
   std::string type_name() const override { return "BertModel"; }
 
-  // The rules from Hugging Face's BertModel names (also inside BertFor... models: "bert." is
-  // stripped; pretraining heads "cls.*" and the position_ids buffer are ignored).
+  // The rules from Hugging Face's BertModel names: "bert." is stripped (the encoder inside a
+  // BertFor... checkpoint), pretraining heads "cls.*" and the position_ids buffer are ignored; a
+  // task head (classifier.*) is unexpected: load such a checkpoint with strict = false.
   static NameMapping hugging_face_names();
   // DIR/config.json and DIR/model.safetensors, checked against each other before the model is
   // built; every problem names the file.

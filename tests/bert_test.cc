@@ -282,6 +282,10 @@ TEST(WordPiece, NormalizesSplitsAndPiecesAsBert) {
   EXPECT_EQ(tokens(*t, "the\x01\xE2\x80\x83" "dog [MASK]the [mask]"),
             (std::vector<std::string>{"the", "dog", "[MASK]", "the", "[UNK]", "[UNK]", "[UNK]"}));
   EXPECT_EQ(t->encode(""), std::vector<int64_t>{});
+  // Many literal added tokens: each is found once, in text order (the scan stays linear).
+  std::string many;
+  for (int i = 0; i < 20000; ++i) many += "[SEP]";
+  EXPECT_EQ(t->encode(many), std::vector<int64_t>(20000, 3));
   EXPECT_EQ(t->encode("  \t\n "), std::vector<int64_t>{});
   // Invalid UTF-8 reads as U+FFFD, which the normalizer removes.
   EXPECT_EQ(tokens(*t, "the\xFF\xC3 dog"), (std::vector<std::string>{"the", "dog"}));
@@ -306,7 +310,7 @@ TEST(WordPiece, RefusesWhatItCannotRead) {
   EXPECT_NE(err("{\"version\": \"1.0\"}").find("no \"model\" object"), std::string::npos);
   nlohmann::json j = nlohmann::json::parse(tiny_tokenizer_json());
   j["model"]["vocab"]["the"] = 99;
-  EXPECT_NE(err(j.dump()).find("model.vocab['the'] = 99 is not an id in 0..39"), std::string::npos);
+  EXPECT_NE(err(j.dump()).find("model.vocab[\"the\"] = 99 is not an id in 0..39"), std::string::npos);
   j = nlohmann::json::parse(tiny_tokenizer_json());
   j["model"]["vocab"]["the"] = 6;
   EXPECT_NE(err(j.dump()).find("gives id 6 to two tokens"), std::string::npos);
@@ -316,6 +320,11 @@ TEST(WordPiece, RefusesWhatItCannotRead) {
   j = nlohmann::json::parse(tiny_tokenizer_json());
   j["model"]["unk_token"] = "<unk>";
   EXPECT_NE(err(j.dump()).find("model.unk_token '<unk>' is not in the vocabulary"), std::string::npos);
+  j = nlohmann::json::parse(tiny_tokenizer_json());
+  j["added_tokens"][4]["lstrip"] = true;
+  EXPECT_NE(err(j.dump()).find("added token \"[MASK]\" has lstrip set, which is not supported"), std::string::npos);
+  EXPECT_NE(err("{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}").find("nested too deeply"),
+            std::string::npos);
   j = nlohmann::json::parse(tiny_tokenizer_json());
   j["post_processor"]["single"].erase(0);
   EXPECT_NE(err(j.dump()).find("post_processor template is not BERT's"), std::string::npos);

@@ -20,12 +20,24 @@ namespace tg::text {
 namespace {
 using nlohmann::json;
 
+// A JSON value for a message: compact, at most 60 bytes (cut on a UTF-8 boundary), one line.
+std::string brief(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 60) {
+    size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
+  return s;
+}
+
 // An optional JSON file of the folder: null when absent, an error when unreadable or not `kind`.
 Result<json> optional_json(const std::string& path, json::value_t kind = json::value_t::object) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return json();
   Result<std::string> bytes = read_file(path);
   if (!bytes.ok()) return bytes.status();
+  if (json_depth(*bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply", path);
   json j = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || j.type() != kind)
     return io_error("{}: not a JSON {}", path, kind == json::value_t::array ? "list" : "object");
@@ -68,9 +80,12 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
   // Normalisation: a sentence_transformers.models.Normalize module in modules.json.
   Result<json> modules = optional_json(dir + "/modules.json", json::value_t::array);
   if (!modules.ok()) return modules.status();
-  for (const json& m : *modules)
-    if (m.is_object() && m.contains("type") && m["type"].is_string() && m["type"].get<std::string>().ends_with(".Normalize"))
-      enc->normalize = true;
+  for (const json& m : *modules) {
+    const std::string type = m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
+    if (type.ends_with(".Normalize")) enc->normalize = true;
+    else if (!type.ends_with(".Transformer") && !type.ends_with(".Pooling"))
+      return io_error("{}/modules.json: module {} is not supported (Transformer, Pooling and Normalize are)", dir, brief(m));
+  }
   // The longest input.
   enc->max_length = std::min<int64_t>(cfg.max_positions, 512);
   const std::string st_path = dir + "/sentence_bert_config.json";
@@ -79,7 +94,7 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
   if (!st->is_null() && st->contains("max_seq_length")) {
     const json& m = (*st)["max_seq_length"];
     if (!m.is_number_integer() || m.get<int64_t>() < 2 || m.get<int64_t>() > cfg.max_positions)
-      return io_error("{}: max_seq_length = {} (expected 2..{}, the model's max_position_embeddings)", st_path, m.dump(),
+      return io_error("{}: max_seq_length = {} (expected 2..{}, the model's max_position_embeddings)", st_path, brief(m),
                       cfg.max_positions);
     enc->max_length = m.get<int64_t>();
   }
@@ -110,14 +125,22 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
   for (int64_t i = 0; i < n; ++i) length[static_cast<size_t>(i)] = static_cast<int64_t>(tokenizer_->encode(sentences[static_cast<size_t>(i)]).size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return length[static_cast<size_t>(a)] > length[static_cast<size_t>(b)]; });
-  const bool was_training = model_->is_training();
+  // Eval mode for the run, restored however it ends.
+  struct Mode {
+    BertModel& m;
+    bool was;
+    ~Mode() { m.train(was); }
+  } mode{*model_, model_->is_training()};
   model_->eval();
   float* dst = out.data<float>();
   // Whole batches in parallel, one per thread, each computed by single-threaded kernels (a
   // parallel_for inside a pool task runs serially): on small batches this scales better than
   // splitting every matrix product, and a batch's numbers do not depend on which thread ran it.
-  const int64_t batches = (n + batch - 1) / batch;
-  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), batches));
+  const int64_t batches = n / batch + (n % batch != 0);
+  // Recorded attention weights are one tensor per layer: with them, one batch at a time.
+  bool recording = false;
+  for (const auto& l : *model_->layers) recording = recording || l->self_attn->record_weights;
+  const int threads = recording ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), batches));
   std::mutex progress_mutex;
   int64_t done = 0;
   kernels::parallel_run(threads, [&](int c) {
@@ -136,7 +159,6 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
       }
     }
   });
-  model_->train(was_training);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/file.h"
 #include "text/tokenizer_internal.h"
 
 namespace tg::text::internal {
@@ -159,12 +160,21 @@ class WordPieceTokenizer final : public Tokenizer {
   std::vector<int64_t> encode(std::string_view text) const override {
     std::vector<int64_t> ids;
     // Added tokens ([CLS], [MASK], ...) written in the text are matched before normalization.
+    // Each token's next occurrence is searched again only once the text has moved past it, so
+    // the scan stays linear in the text for every token.
+    std::vector<size_t> next(added_.size(), 0);
+    std::vector<bool> searched(added_.size(), false);
     size_t start = 0;
     while (start < text.size()) {
       size_t best = std::string_view::npos, best_len = 0;
       int64_t best_id = -1;
-      for (const auto& [content, id] : added_) {
-        const size_t at = text.find(content, start);
+      for (size_t k = 0; k < added_.size(); ++k) {
+        const auto& [content, id] = added_[k];
+        if (!searched[k] || next[k] < start) {
+          next[k] = text.find(content, start);
+          searched[k] = true;
+        }
+        const size_t at = next[k];
         if (at == std::string_view::npos) continue;
         if (at < best || (at == best && content.size() > best_len)) {
           best = at;
@@ -295,6 +305,17 @@ class WordPieceTokenizer final : public Tokenizer {
 
 using nlohmann::json;
 
+// A JSON value for a message: compact, at most 60 bytes (cut on a UTF-8 boundary), one line.
+std::string brief(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 60) {
+    size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
+  return s;
+}
+
 // The `key` member of object j when it is of the wanted kind; null when absent or JSON null.
 const json* member(const json& j, const char* key) {
   auto it = j.find(key);
@@ -302,6 +323,7 @@ const json* member(const json& j, const char* key) {
 }
 
 Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view bytes, std::string_view source) {
+  if (json_depth(bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply for a tokenizer.json", source);
   const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return io_error("{}: not valid JSON (a Hugging Face tokenizer.json was expected)", source);
   if (!j.is_object()) return io_error("{}: the JSON is not an object (a Hugging Face tokenizer.json was expected)", source);
@@ -322,9 +344,9 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
   std::vector<bool> seen(n, false);
   for (const auto& [tok, idv] : vocab->items()) {
     if (!idv.is_number_integer() || idv.get<int64_t>() < 0 || idv.get<int64_t>() >= static_cast<int64_t>(n))
-      return io_error("{}: model.vocab['{}'] = {} is not an id in 0..{}", source, tok, idv.dump(), n - 1);
+      return io_error("{}: model.vocab[{}] = {} is not an id in 0..{}", source, brief(json(tok)), brief(idv), n - 1);
     const auto id = static_cast<size_t>(idv.get<int64_t>());
-    if (seen[id]) return io_error("{}: model.vocab gives id {} to two tokens ('{}' and '{}')", source, id, t->tokens_[id], tok);
+    if (seen[id]) return io_error("{}: model.vocab gives id {} to two tokens ({} and {})", source, id, brief(json(t->tokens_[id])), brief(json(tok)));
     seen[id] = true;
     t->tokens_[id] = tok;
     t->vocab_.emplace(tok, static_cast<int64_t>(id));
@@ -345,14 +367,14 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
   }
   if (const json* m = member(*model, "max_input_chars_per_word")) {
     if (!m->is_number_integer() || m->get<int64_t>() < 1)
-      return io_error("{}: model.max_input_chars_per_word = {} (expected a positive whole number)", source, m->dump());
+      return io_error("{}: model.max_input_chars_per_word = {} (expected a positive whole number)", source, brief(*m));
     t->max_chars_ = m->get<int64_t>();
   }
   // Normalizer and pre-tokenizer: BERT's (or none).
   auto flag = [&](const json& o, const char* key, bool dflt) -> Result<bool> {
     const json* v = member(o, key);
     if (!v) return dflt;
-    if (!v->is_boolean()) return io_error("{}: normalizer.{} = {} is not true or false", source, key, v->dump());
+    if (!v->is_boolean()) return io_error("{}: normalizer.{} = {} is not true or false", source, key, brief(*v));
     return v->get<bool>();
   };
   auto kind_of = [](const json* o) { return o && o->is_object() && o->contains("type") && (*o)["type"].is_string() ? (*o)["type"].get<std::string>() : std::string(); };
@@ -383,10 +405,13 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
       const json* id = a.is_object() ? member(a, "id") : nullptr;
       const json* content = a.is_object() ? member(a, "content") : nullptr;
       if (!id || !id->is_number_integer() || !content || !content->is_string() || content->get<std::string>().empty())
-        return io_error("{}: an added_tokens entry without an integer id and a content string: {}", source, a.dump().substr(0, 80));
+        return io_error("{}: an added_tokens entry without an integer id and a content string: {}", source, brief(a));
       const int64_t i = id->get<int64_t>();
       if (i < 0 || i >= static_cast<int64_t>(n))
-        return io_error("{}: added token '{}' has id {}, outside the vocabulary of {}", source, content->get<std::string>(), i, n);
+        return io_error("{}: added token {} has id {}, outside the vocabulary of {}", source, brief(*content), i, n);
+      for (const char* flag : {"lstrip", "rstrip", "single_word"})
+        if (const json* f = member(a, flag); f && f->is_boolean() && f->get<bool>())
+          return io_error("{}: added token {} has {} set, which is not supported", source, brief(*content), flag);
       t->added_.emplace_back(content->get<std::string>(), i);
       if (const json* sp = member(a, "special"); sp && sp->is_boolean() && sp->get<bool>()) t->special_[static_cast<size_t>(i)] = true;
     }
