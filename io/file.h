@@ -26,6 +26,9 @@ Status make_dirs(const std::string& path);
 // walking a value nested a million deep would overflow the stack.
 int json_depth(std::string_view json_text, int limit = 64);
 
+// Text for a one-line message: at most max_bytes (cut on a UTF-8 boundary, "..." appended).
+std::string clip_for_message(std::string_view text, size_t max_bytes = 60);
+
 // FNV-1a, 64 bits, as 16 hex digits: the fingerprint of tokenizer files and configurations
 // stored in checkpoints (a check against mix-ups, not a cryptographic hash).
 std::string fingerprint(std::string_view bytes);

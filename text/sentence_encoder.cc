@@ -20,16 +20,8 @@ namespace tg::text {
 namespace {
 using nlohmann::json;
 
-// A JSON value for a message: compact, at most 60 bytes (cut on a UTF-8 boundary), one line.
-std::string brief(const nlohmann::json& v) {
-  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (s.size() > 60) {
-    size_t cut = 57;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    s = s.substr(0, cut) + "...";
-  }
-  return s;
-}
+// A JSON value in a message: compact and short.
+std::string brief(const nlohmann::json& v) { return clip_for_message(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)); }
 
 // An optional JSON file of the folder: null when absent, an error when unreadable or not `kind`.
 Result<json> optional_json(const std::string& path, json::value_t kind = json::value_t::object) {
@@ -101,18 +93,23 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
   return enc;
 }
 
-BertInputs SentenceEncoder::inputs(const std::vector<std::string>& batch) const {
+std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& batch) const {
   TG_CHECK(max_length >= 2 && max_length <= model_->cfg.max_positions, "SentenceEncoder",
            "max_length {} must be in [2, {}]", max_length, model_->cfg.max_positions);
-  EncodedBatch b = stack_encodings(tokenizer_->encode_batch(batch, {.max_length = max_length}), tokenizer_->pad_id());
+  return tokenizer_->encode_batch(batch, {.max_length = max_length});
+}
+
+BertInputs SentenceEncoder::inputs(const std::vector<std::string>& batch) const {
+  EncodedBatch b = stack_encodings(tokenize(batch), tokenizer_->pad_id());
   return {b.ids, b.attention_mask, b.type_ids};
 }
 
-Tensor SentenceEncoder::forward(const std::vector<std::string>& batch) {
-  const BertInputs in = inputs(batch);
+Tensor SentenceEncoder::pooled(const BertInputs& in) {
   Tensor e = pool(model_->forward(in, nullptr, layer), in.attention_mask, pooling);
   return normalize ? l2_normalize(e) : e;
 }
+
+Tensor SentenceEncoder::forward(const std::vector<std::string>& batch) { return pooled(inputs(batch)); }
 
 Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_t batch,
                                const std::function<void(int64_t)>& progress) {
@@ -120,11 +117,13 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
   const int64_t n = static_cast<int64_t>(sentences.size()), hidden = model_->cfg.hidden;
   Tensor out = zeros({n, hidden});
   if (n == 0) return out;
-  // Longest first (as sentence-transformers), by token count.
-  std::vector<int64_t> length(static_cast<size_t>(n)), order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) length[static_cast<size_t>(i)] = static_cast<int64_t>(tokenizer_->encode(sentences[static_cast<size_t>(i)]).size());
+  // Tokenized once; longest first (as sentence-transformers), by token count.
+  const std::vector<Encoding> encodings = tokenize(sentences);
+  std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return length[static_cast<size_t>(a)] > length[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return encodings[static_cast<size_t>(a)].ids.size() > encodings[static_cast<size_t>(b)].ids.size();
+  });
   // Eval mode for the run, restored however it ends.
   struct Mode {
     BertModel& m;
@@ -147,9 +146,10 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
     NoGradGuard ng;  // grad mode is per thread
     for (int64_t b = c; b < batches; b += threads) {
       const int64_t start = b * batch, end = std::min(n, start + batch);
-      std::vector<std::string> texts;
-      for (int64_t k = start; k < end; ++k) texts.push_back(sentences[static_cast<size_t>(order[static_cast<size_t>(k)])]);
-      const std::vector<float> e = forward(texts).to_vector<float>();
+      std::vector<Encoding> part;
+      for (int64_t k = start; k < end; ++k) part.push_back(encodings[static_cast<size_t>(order[static_cast<size_t>(k)])]);
+      const EncodedBatch padded = stack_encodings(part, tokenizer_->pad_id());
+      const std::vector<float> e = pooled({padded.ids, padded.attention_mask, padded.type_ids}).to_vector<float>();
       for (int64_t k = start; k < end; ++k)
         std::copy_n(e.begin() + (k - start) * hidden, hidden, dst + order[static_cast<size_t>(k)] * hidden);
       if (progress) {

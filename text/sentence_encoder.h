@@ -47,6 +47,8 @@ class SentenceEncoder {
   int64_t layer = -1;        // >= 0: pool the hidden states after that layer (0: the embeddings)
 
  private:
+  std::vector<Encoding> tokenize(const std::vector<std::string>& batch) const;  // truncated, unpadded
+  Tensor pooled(const BertInputs& in);  // the model, pooling and normalisation
   std::shared_ptr<BertModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };

@@ -305,16 +305,8 @@ class WordPieceTokenizer final : public Tokenizer {
 
 using nlohmann::json;
 
-// A JSON value for a message: compact, at most 60 bytes (cut on a UTF-8 boundary), one line.
-std::string brief(const nlohmann::json& v) {
-  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (s.size() > 60) {
-    size_t cut = 57;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    s = s.substr(0, cut) + "...";
-  }
-  return s;
-}
+// A JSON value in a message: compact and short.
+std::string brief(const nlohmann::json& v) { return clip_for_message(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)); }
 
 // The `key` member of object j when it is of the wanted kind; null when absent or JSON null.
 const json* member(const json& j, const char* key) {
