@@ -49,4 +49,5 @@
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/interrupt.h"
 #include "train/trainer.h"

@@ -24,7 +24,6 @@ namespace {
 using tg::Tensor;
 namespace fs = std::filesystem;
 
-const char* const kClasses[] = {"noun", "verb", "adjective", "adverb"};
 constexpr int64_t kNumClasses = 4;
 
 struct Options {
@@ -251,7 +250,7 @@ Result fine_tune(tg::text::SentenceEncoder& enc, const Data& d, const Options& o
                static_cast<long long>(o.batch), o.lr, o.minutes);
   tg::train::Progress clock(1);
   const tg::train::FitResult fr = trainer.fit(tg::train::ShuffledSampler(static_cast<int64_t>(d.train.size()), o.batch), step, eval);
-  if (fr.diverged()) tg::cli::fail("fine-tuning: " + fr.message, tg::train::kExitDiverged);
+  if (fr.diverged() || fr.interrupted()) tg::cli::fail("fine-tuning: " + fr.message, fr.exit_code());
   Result r{.name = "fine-tuned MiniLM", .train_loss = {}, .valid_acc = {}};
   const auto& h = trainer.history();
   const double per_epoch = static_cast<double>((static_cast<int64_t>(d.train.size()) + o.batch - 1) / o.batch);

@@ -60,6 +60,6 @@ int main(int argc, char** argv) {
     const auto& acc = trainer.history().at("valid/accuracy");
     std::printf("%s; validation accuracy %.3f at step %lld\n", r.message.c_str(), acc.back().second,
                 static_cast<long long>(r.step));
-    return r.diverged() ? tg::train::kExitDiverged : 0;
+    return r.exit_code();
   });
 }

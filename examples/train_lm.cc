@@ -215,10 +215,11 @@ int run(int argc, char** argv) {
   }
   tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(static_cast<int64_t>(train.starts.size()), o.batch), lm_step(train),
                                        evaluate);
-  if (!tg::dist::is_main()) return r.diverged() ? tg::train::kExitDiverged : 0;  // process 0 samples and reports
-  if (r.diverged()) {
-    std::fprintf(stderr, "train_lm: %s\n", r.message.c_str());
-    return tg::train::kExitDiverged;
+  if (!tg::dist::is_main()) return r.exit_code();  // process 0 samples and reports
+  if (r.diverged() || r.interrupted()) {  // interrupted: the checkpoint is saved; --resume continues
+    std::fprintf(stderr, "train_lm: %s%s\n", r.message.c_str(),
+                 r.interrupted() ? fmt::format("; saved {} (continue with --resume)", r.last_checkpoint).c_str() : "");
+    return r.exit_code();
   }
 
   const auto& vh = trainer.history().at("valid/valid_loss");

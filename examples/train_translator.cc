@@ -237,10 +237,11 @@ int run(int argc, char** argv) {
   }
   tg::train::FitResult result = trainer.fit(tg::train::BatchListSampler(tg::text::bucket_batches(train, o.batch_tokens)),
                                             seq2seq_step(train, o.label_smoothing), evaluate);
-  if (!tg::dist::is_main()) return result.diverged() ? tg::train::kExitDiverged : 0;  // process 0 evaluates and reports
-  if (result.diverged()) {
-    std::fprintf(stderr, "train_translator: %s\n", result.message.c_str());
-    return tg::train::kExitDiverged;
+  if (!tg::dist::is_main()) return result.exit_code();  // process 0 evaluates and reports
+  if (result.diverged() || result.interrupted()) {  // interrupted: the checkpoint is saved; --resume continues
+    std::fprintf(stderr, "train_translator: %s%s\n", result.message.c_str(),
+                 result.interrupted() ? fmt::format("; saved {} (continue with --resume)", result.last_checkpoint).c_str() : "");
+    return result.exit_code();
   }
   std::printf("%s after %lld steps\n", result.message.c_str(), static_cast<long long>(result.step));
 

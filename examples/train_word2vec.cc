@@ -421,6 +421,7 @@ int run(int argc, char** argv) {
   std::vector<std::pair<double, double>> loss_curve;
   int64_t reports = 0;
   tg::train::Progress timer(1);
+  try {
   w2v.train(corpus, [&](const tg::Word2VecProgress& p) {
     loss_curve.emplace_back(static_cast<double>(p.words_done), p.loss);
     if (!main_process) return;
@@ -428,6 +429,11 @@ int run(int argc, char** argv) {
         .or_throw();
     progress->update(p.words_done, fmt::format("alpha {:.5f}  loss {:.3f}", p.alpha, p.loss), p.words_done);
   }, sync);
+  } catch (const tg::Error& e) {
+    if (!w2v.diverged()) throw;
+    if (progress) progress->finish("diverged");
+    tg::cli::fail(fmt::format("{}; no vectors were written", e.what()), tg::train::kExitDiverged);
+  }
   const double secs = std::max(timer.elapsed(), 1e-9);
   const int64_t trained = corpus_words * o.iter;  // by all processes
   const double words_per_s = static_cast<double>(trained) / secs;

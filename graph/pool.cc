@@ -9,8 +9,8 @@ namespace {
 
 constexpr size_t kClass = 64;                         // size-class granularity and alignment
 constexpr size_t kClasses = kPoolMaxBytes / kClass;   // 64, 128, ..., 512
-constexpr size_t kSlabBytes = 64 * 1024;
-constexpr size_t kMaxPerThread = 8192;                // blocks a thread keeps per class
+[[maybe_unused]] constexpr size_t kSlabBytes = 64 * 1024;
+[[maybe_unused]] constexpr size_t kMaxPerThread = 8192;  // blocks a thread keeps per class
 
 struct FreeBlock {
   FreeBlock* next;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -43,8 +46,78 @@ Result<std::string> read_text(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// fsync on a folder, so that a rename inside it survives a power cut; errors are ignored where the
+// file system cannot sync folders (EINVAL), as on some network and FUSE file systems.
+Status sync_folder(const std::string& folder, const std::string& path) {
+  int dfd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_error("{}: cannot open its folder to flush it ({})", path, std::strerror(errno));
+  int rc = ::fsync(dfd);
+  int err = errno;
+  ::close(dfd);
+  if (rc != 0 && err != EINVAL && err != EROFS) return io_error("{}: flushing its folder failed ({})", path, std::strerror(err));
+  return {};
+}
+
+}  // namespace
+
+namespace {
+struct FaultConfig {
+  long long kill_at = 0;
+  const char* count_file = nullptr;
+  std::atomic<long long> passed{0};
+};
+FaultConfig* fault_config() {
+  static FaultConfig* config = [] {
+    const char* kill = std::getenv("TG_FAULT_KILL_AT");
+    const char* count = std::getenv("TG_FAULT_COUNT_FILE");
+    if (!kill && !count) return static_cast<FaultConfig*>(nullptr);
+    auto* c = new FaultConfig();
+    if (kill) c->kill_at = std::atoll(kill);
+    c->count_file = count;
+    if (count) {
+      std::atexit([] {
+        FaultConfig* f = fault_config();
+        if (std::FILE* out = std::fopen(f->count_file, "w")) {
+          std::fprintf(out, "%lld\n", f->passed.load());
+          std::fclose(out);
+        }
+      });
+    }
+    return c;
+  }();
+  return config;
+}
+}  // namespace
+
+void fault_point(const char* where) {
+  FaultConfig* c = fault_config();
+  if (!c) return;
+  const long long n = ++c->passed;
+  if (n == c->kill_at) {
+    std::fprintf(stderr, "tapegrad: fault point %lld (%s): killed for a test\n", n, where);
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+  }
+}
+
 Status write_file_atomic(const std::string& path, std::string_view bytes) {
-  std::string tmp = path + ".tmp-XXXXXX";
+  // A symbolic link is written through (its target is replaced, the link stays), and only a
+  // regular file is ever replaced: renaming over a device node, a pipe or a folder would destroy it.
+  std::string target = path;
+  std::error_code ec;
+  if (std::filesystem::is_symlink(path, ec)) {
+    std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+    if (ec) return io_error("{}: cannot resolve the symbolic link ({})", path, ec.message());
+    target = resolved.string();
+  }
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return io_error("{}: exists and is not a regular file (a device, folder or pipe); it is not replaced", path);
+  const size_t slash = target.rfind('/');
+  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : target.substr(0, slash);
+  std::string tmp = target + ".tmp-XXXXXX";
   int fd = mkstemp(tmp.data());
   if (fd < 0) return io_error("{}: cannot create a temporary file beside it ({})", path, std::strerror(errno));
   size_t done = 0;
@@ -52,7 +125,7 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
     ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      std::string err = std::strerror(errno);
+      std::string err = w == 0 ? "no space written" : std::strerror(errno);
       ::close(fd);
       ::unlink(tmp.c_str());
       return io_error("{}: write failed ({})", path, err);
@@ -64,12 +137,14 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     return io_error("{}: flushing failed ({})", path, err);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  fault_point("write_file_atomic: written, not renamed");
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     std::string err = std::strerror(errno);
     ::unlink(tmp.c_str());
     return io_error("{}: rename failed ({})", path, err);
   }
-  return {};
+  fault_point("write_file_atomic: renamed, folder not flushed");
+  return sync_folder(folder, path);
 }
 
 Status make_dirs(const std::string& path) {

@@ -29,6 +29,12 @@ int json_depth(std::string_view json_text, int limit = 64);
 // Text for a one-line message: at most max_bytes (cut on a UTF-8 boundary, "..." appended).
 std::string clip_for_message(std::string_view text, size_t max_bytes = 60);
 
+// A place where a test may kill the process (crash-safety tests): with TG_FAULT_KILL_AT=N in the
+// environment the process SIGKILLs itself at the N-th fault point it passes, and with
+// TG_FAULT_COUNT_FILE=path it writes how many it passed to that file at exit. Costs one load when
+// neither is set. Points sit inside the atomic write and between training steps.
+void fault_point(const char* where);
+
 // FNV-1a, 64 bits, as 16 hex digits: the fingerprint of tokenizer files and configurations
 // stored in checkpoints (a check against mix-ups, not a cryptographic hash).
 std::string fingerprint(std::string_view bytes);

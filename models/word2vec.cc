@@ -109,6 +109,13 @@ Word2Vec::Word2Vec(Vocabulary vocab, Tensor vectors) : vocab_(std::move(vocab)),
 
 namespace {
 
+bool all_finite(const Tensor& t) {
+  const float* p = t.data<float>();
+  float acc = 0;  // inf - inf and NaN stay NaN: one pass, no branch per element
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) acc += p[i] * 0.0f;
+  return acc == 0.0f;
+}
+
 // splitmix64 (Steele et al.): the counter-based generator behind each window's draws (its width
 // and its negatives), keyed by (seed, epoch, position): any thread draws a window's numbers, and
 // they do not depend on which thread does or when.
@@ -349,6 +356,8 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   double loss_sum = 0, alpha = opts_.alpha;
   int64_t pairs_since = 0, last_report = 0, batch_begin = 0, epoch = 0;
   bool finished = false;
+  int64_t diverged_at = -1;  // the batch (in the epoch's kept words) whose loss was not finite
+  double diverged_alpha = 0;
   std::exception_ptr error;
   const int64_t B = opts_.batch;
   // Thread 0 (the caller) does the serial parts between barriers: the next epoch's subsampling,
@@ -411,7 +420,16 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
       barrier.wait();  // every window has read the vectors of the batch's start
       apply(t);
       if (t == 0) {
-        for (int64_t i = 0; i < n; ++i) loss_sum += window_loss[static_cast<size_t>(i)];
+        double batch_loss = 0;
+        for (int64_t i = 0; i < n; ++i) batch_loss += window_loss[static_cast<size_t>(i)];
+        loss_sum += batch_loss;
+        if (!std::isfinite(batch_loss) && diverged_at < 0) {  // stop: every later update would spread the NaN
+          diverged_at = batch_begin;
+          diverged_alpha = alpha;
+          finished = true;
+          sync_now = false;
+          continue;
+        }
         for (Worker& w : workers) pairs_since += std::exchange(w.pairs, 0);
         batch_begin += n;
         const double frac = static_cast<double>(batch_begin) / static_cast<double>(kept.size());
@@ -438,6 +456,14 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   run(0);
   for (std::thread& th : threads) th.join();
   if (error) std::rethrow_exception(error);
+  diverged_ = diverged_at >= 0 || !all_finite(in_) || !all_finite(out_);
+  if (diverged_) {
+    throw Error(diverged_at >= 0
+                    ? fmt::format("word2vec: training diverged in epoch {} at word {} of {} (the loss is not finite at learning "
+                                  "rate {:g}); the vectors are unusable: lower alpha (it was {:g})",
+                                  epoch, diverged_at, kept.size(), diverged_alpha, opts_.alpha)
+                    : fmt::format("word2vec: training diverged (vectors are not finite); lower alpha (it was {:g})", opts_.alpha));
+  }
   // Every process calls fn exactly `syncs` times (those a short run skipped, then the last: every
   // process ends with the same vectors).
   for (; sync.syncs > 0 && syncs_done < sync.syncs; ++syncs_done) sync.fn(in_, out_);

@@ -88,6 +88,9 @@ class Word2Vec {
   const Tensor& vectors() const { return in_; }
   const Tensor& output_vectors() const { return out_; }
   int64_t words_trained() const { return words_trained_; }  // corpus words processed, all epochs
+  // True after train() stopped because the loss or the vectors stopped being finite (a learning
+  // rate far too high); train() then throws tg::Error saying so, and the vectors are unusable.
+  bool diverged() const { return diverged_; }
 
   // Nearest words by cosine similarity (the query words excluded).
   std::vector<std::pair<std::string, double>> most_similar(const std::string& word, int64_t k = 10) const;
@@ -112,6 +115,7 @@ class Word2Vec {
   Word2VecOptions opts_;
   Tensor in_, out_;
   int64_t words_trained_ = 0;
+  bool diverged_ = false;
 };
 
 // Reads vectors in either original format (detected from the bytes), validating counts, sizes and

@@ -71,7 +71,7 @@ Tensor sub(const Tensor& a0, const Tensor& b0) {
 Tensor mul(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "mul");
   Tensor out = binary_forward("mul", a, b, k::Mul{});
-  return record("mul", out, {a, b}, [a, b](const Tensor& g, const Node& n) {
+  return record("mul", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     return Grads{n.needs(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
                  n.needs(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
   });
@@ -80,7 +80,7 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
 Tensor div(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "div");
   Tensor out = binary_forward("div", a, b, k::Div{});
-  return record("div", out, {a, b}, [a, b](const Tensor& g, const Node& n) {
+  return record("div", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     Tensor gb;  // d(a/b)/db = -a / b^2
     if (n.needs(1)) gb = sum_to(neg(div(mul(g, a), mul(b, b))), b.shape());
     return Grads{n.needs(0) ? sum_to(div(g, b), a.shape()) : Tensor(), gb};
@@ -90,7 +90,7 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
 Tensor pow(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "pow");
   Tensor out = binary_forward("pow", a, b, k::Pow{});
-  return record("pow", out, {a, b}, [a, b](const Tensor& g, const Node& n) {
+  return record("pow", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     Tensor ga, gb;
     if (n.needs(0)) ga = sum_to(mul(g, mul(b, pow(a, sub(b, 1.0)))), a.shape());
     if (n.needs(1)) gb = sum_to(mul(g, mul(n.output(), log(a))), b.shape());
@@ -103,7 +103,7 @@ namespace {
 Tensor extremum(const char* op, const Tensor& a0, const Tensor& b0, bool is_max) {
   auto [a, b] = promote(a0, b0, op);
   Tensor out = is_max ? binary_forward(op, a, b, k::Max{}) : binary_forward(op, a, b, k::Min{});
-  return record(op, out, {a, b}, [a, b, is_max](const Tensor& g, const Node& n) {
+  return record(op, out, {a, b}, [a = a, b = b, is_max](const Tensor& g, const Node& n) {
     Tensor wins = as_float_mask(is_max ? gt(a, b) : lt(a, b), g);
     Tensor ties = as_float_mask(eq(a, b), g);
     Tensor wa = add(wins, mul(ties, 0.5));  // share of a

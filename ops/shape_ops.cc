@@ -232,7 +232,8 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     s[dim] += t.shape()[dim];
   }
   Tensor out = Tensor::empty(s, first.dtype());
-  auto [outer, inner] = outer_inner(s, dim);
+  const std::pair<int64_t, int64_t> oi = outer_inner(s, dim);
+  const int64_t outer = oi.first, inner = oi.second;
   const size_t es = dtype_size(first.dtype());
   const int64_t out_row = s[dim] * inner;
   int64_t off = 0;
@@ -317,7 +318,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape s = x.shape();
   s[dim] = index.numel();
   Tensor out = Tensor::empty(s, x.dtype());
-  auto [outer, inner] = outer_inner(x.shape(), dim);
+  const std::pair<int64_t, int64_t> oi = outer_inner(x.shape(), dim);
+  const int64_t outer = oi.first, inner = oi.second;
   const int64_t* idx = index.data<int64_t>();
   const int64_t n = index.numel(), R = x.shape()[dim];
   const size_t es = dtype_size(x.dtype());
@@ -344,7 +346,8 @@ Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Ten
   TG_CHECK(src.shape() == want, "index_add", "source has shape {}, expected {}", src.shape(), want);
   check_indices(index, shape[dim], "index_add", dim, shape);
   Tensor out = zeros(shape, src.dtype());
-  auto [outer, inner] = outer_inner(shape, dim);
+  const std::pair<int64_t, int64_t> oi = outer_inner(shape, dim);
+  const int64_t outer = oi.first, inner = oi.second;
   const int64_t* idx = index.data<int64_t>();
   const int64_t n = index.numel(), R = shape[dim];
   dispatch_float(src.dtype(), "index_add", [&](auto tag) {
@@ -379,7 +382,8 @@ void index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tens
   want[dim] = index.numel();
   TG_CHECK(src.shape() == want, "index_add_", "source has shape {}, expected {}", src.shape(), want);
   check_indices(index, self.shape()[dim], "index_add_", dim, self.shape());
-  auto [outer, inner] = outer_inner(self.shape(), dim);
+  const std::pair<int64_t, int64_t> oi = outer_inner(self.shape(), dim);
+  const int64_t outer = oi.first, inner = oi.second;
   const int64_t* idx = index.data<int64_t>();
   const int64_t n = index.numel(), R = self.shape()[dim];
   dispatch_float(src.dtype(), "index_add_", [&](auto tag) {

@@ -144,4 +144,16 @@ if diff -q "$TMP/readme.cc" "$SRC/examples/custom_model.cc" >/dev/null; then ech
 if "$BIN/custom_model" --run_dir "$TMP/digits" >"$TMP/out" 2>&1 && grep -q "validation accuracy" "$TMP/out"; then
   echo "ok: custom_model: $(tail -1 "$TMP/out")"; else echo "FAIL: custom_model"; tail -3 "$TMP/out"; failures=$((failures + 1)); fi
 expect_error "holds an earlier run" "$BIN/custom_model" --run_dir "$TMP/digits"
+# word2vec's divergence stop: exit 3, one line, no vectors written.
+"$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/w2v_nan/v.txt" --min_count 1 --size 8 --iter 5 --alpha 1e9 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc -eq 3 ]] && grep -q "training diverged" "$TMP/err" && [ ! -e "$TMP/w2v_nan/v.txt" ]; then echo "ok: train_word2vec --alpha 1e9 -> exit 3, no vectors"; else
+  echo "FAIL: train_word2vec --alpha 1e9 exited $rc"; cat "$TMP/err"; failures=$((failures + 1)); fi
+# Saving never replaces what is not a regular file, and writes through a symbolic link.
+mkfifo "$TMP/pipe"
+expect_error "is not a regular file" "$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/pipe" --min_count 1 --size 8 --iter 1 --overwrite
+echo old >"$TMP/target.txt"; ln -s target.txt "$TMP/link.txt"
+if "$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/link.txt" --min_count 1 --size 8 --iter 1 --overwrite >/dev/null 2>&1 &&
+   [ -L "$TMP/link.txt" ] && [ "$(head -c 2 "$TMP/target.txt")" != "ol" ]; then echo "ok: a symlinked output is written through"; else
+  echo "FAIL: symlinked output"; ls -l "$TMP/link.txt" "$TMP/target.txt"; failures=$((failures + 1)); fi
 exit $((failures > 0))

@@ -3,6 +3,8 @@
 // stopping, keep-last-K, the gradient-ready hook.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -158,6 +160,57 @@ TEST(TrainLoop, NonFiniteLossStopsBeforeTheOptimizerStep) {
       EXPECT_EQ(slurp(path), bytes) << path;
     }
   EXPECT_EQ(r.last_checkpoint, dir + "/checkpoint-00000006.safetensors");
+}
+
+// Ctrl-C during a step (raised by the step itself, so no timing is involved): the step finishes, a
+// checkpoint is written, fit() returns kInterrupted with exit code 130; the resumed run continues
+// the same losses as a run that was never interrupted.
+TEST(TrainLoop, InterruptFinishesTheStepAndSaves) {
+  const Data data;
+  TrainerOptions o{.max_steps = 8, .eval_every = 100, .eval_at_end = false};
+  o.run_dir = fresh_dir("straight_for_interrupt");
+  TrainingRun straight(1, o);
+  straight.fit(data);
+  o.run_dir = fresh_dir("interrupted_by_signal");
+  TrainingRun a(1, o);
+  a.trainer->callbacks.on_step = [&](const tg::train::StepInfo& i) {
+    a.losses.push_back(i.loss);
+    if (i.step == 3) std::raise(SIGINT);  // arrives while the loop is busy; the guard turns it into a flag
+  };
+  tg::train::FitResult r = a.fit(data);
+  EXPECT_EQ(r.reason, tg::train::StopReason::kInterrupted);
+  EXPECT_EQ(r.signal, SIGINT);
+  EXPECT_EQ(r.exit_code(), 130);
+  EXPECT_EQ(r.step, 3);
+  EXPECT_EQ(r.last_checkpoint, o.run_dir + "/checkpoint-00000003.safetensors");
+  EXPECT_TRUE(fs::exists(r.last_checkpoint));
+  EXPECT_EQ(tg::train::interrupt_signal(), 0) << "the flag belongs to the guard fit() installed";
+  TrainingRun b(1, o);
+  ASSERT_TRUE(b.trainer->resume().ok());
+  b.fit(data);
+  std::vector<double> joined = a.losses;
+  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  EXPECT_EQ(joined, straight.losses);
+}
+
+// A second Ctrl-C exits at once with 130, leaving the last complete checkpoint.
+TEST(TrainLoopDeathTest, SecondInterruptExitsAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Data data;
+  TrainerOptions o{.max_steps = 8, .eval_every = 100, .eval_at_end = false};
+  o.run_dir = fresh_dir("interrupted_twice");
+  EXPECT_EXIT(
+      {
+        TrainingRun a(1, o);
+        a.trainer->callbacks.on_step = [&](const tg::train::StepInfo& i) {
+          if (i.step == 2) {
+            std::raise(SIGINT);
+            std::raise(SIGINT);
+          }
+        };
+        a.fit(data);
+      },
+      testing::ExitedWithCode(130), "second SIGINT: stopping now");
 }
 
 TEST(TrainLoop, RunFolderIsNeverSilentlyOverwritten) {

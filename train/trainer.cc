@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,8 @@
 #include "models/module_io.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
+#include "io/file.h"
+#include "train/interrupt.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 
@@ -115,6 +119,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::kEarlyStopping: return "early_stopping";
     case StopReason::kStopRequested: return "stop_requested";
     case StopReason::kDiverged: return "diverged";
+    case StopReason::kInterrupted: return "interrupted";
   }
   return "?";
 }
@@ -537,6 +542,8 @@ bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
 FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn& eval) {
   if (!started_) start().or_throw();
   FitResult result;
+  std::optional<InterruptGuard> interrupts;
+  if (opts_.handle_interrupts) interrupts.emplace();
   const std::vector<Tensor> params = model_.trainable_parameters();
   TG_CHECK(!params.empty(), "Trainer::fit", "the model has no trainable parameters");
   // Gradient buckets over the trainable parameters (rebuilt when that set changed since the last fit).
@@ -712,7 +719,13 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     const bool eval_now = (opts_.eval_every > 0 && state_.step % opts_.eval_every == 0) || (epoch_done && opts_.eval_each_epoch);
     if (eval_now) stop = evaluate(eval, result);
     const bool asked = callbacks.should_stop && callbacks.should_stop(info);
-    if (comm_->any(asked) && !stop) {
+    if (comm_->from_main(interrupt_signal() != 0)) {  // process 0's terminal decides for all
+      const int sig = comm_->from_main(interrupt_signal() == SIGTERM) ? SIGTERM : SIGINT;
+      stop = true;
+      result.reason = StopReason::kInterrupted;
+      result.signal = sig;
+      result.message = fmt::format("interrupted by {} at step {}", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM", state_.step);
+    } else if (comm_->any(asked) && !stop) {
       stop = true;
       result.reason = StopReason::kStopRequested;
       result.message = fmt::format("stopped on request at step {}", state_.step);
@@ -721,8 +734,9 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
         (opts_.checkpoint_every == 0 && eval_now) || stop)
       save_checkpoint();
     if (stop) break;
+    fault_point("Trainer::fit: between steps");
   }
-  if (opts_.eval_at_end && impl_->last_eval_step != state_.step && state_.step > 0) {
+  if (opts_.eval_at_end && !result.interrupted() && impl_->last_eval_step != state_.step && state_.step > 0) {
     FitResult ignored;  // training has stopped already: this evaluation only reports
     evaluate(eval, ignored);
   }

@@ -116,6 +116,9 @@ struct TrainerOptions {
   uint64_t seed = 1;             // the data order (a resumed run takes the saved one)
   int64_t log_every = 1;         // steps between "train" lines in metrics.jsonl
   bool show_progress = true;     // a progress bar on stderr
+  // Ctrl-C / SIGTERM during fit(): finish the step, save a checkpoint, return kInterrupted (a
+  // second signal exits at once); see train/interrupt.h. false: the signals keep their usual effect.
+  bool handle_interrupts = true;
   std::string unit = "tok";      // what a step function's count counts, for the progress line
   std::string config_hash{};       // must match on resume (a hash of the program's configuration)
   std::string tokenizer_fingerprint{};  // must match on resume (see text::Tokenizer::fingerprint)
@@ -152,7 +155,7 @@ struct Callbacks {
   std::function<bool(const StepInfo&)> should_stop{};  // true: stop after this step (with a checkpoint)
 };
 
-enum class StopReason { kMaxSteps, kMaxEpochs, kTimeBudget, kEarlyStopping, kStopRequested, kDiverged };
+enum class StopReason { kMaxSteps, kMaxEpochs, kTimeBudget, kEarlyStopping, kStopRequested, kDiverged, kInterrupted };
 const char* stop_reason_name(StopReason r);
 // The exit code programs use when training stopped on a non-finite loss or gradient.
 inline constexpr int kExitDiverged = 3;
@@ -162,7 +165,11 @@ struct FitResult {
   int64_t step = 0;             // optimizer steps taken in all
   std::string message{};          // one line: why it stopped (for kDiverged: step, loss, norm, last checkpoint)
   std::string last_checkpoint{};  // "" when none was written
+  int signal = 0;                 // kInterrupted: SIGINT or SIGTERM
   bool diverged() const { return reason == StopReason::kDiverged; }
+  bool interrupted() const { return reason == StopReason::kInterrupted; }
+  // What a program returns: 0, kExitDiverged (3), or 128 + the signal (130 Ctrl-C, 143 SIGTERM).
+  int exit_code() const { return diverged() ? kExitDiverged : interrupted() ? 128 + signal : 0; }
 };
 
 class Trainer {

@@ -27,7 +27,7 @@ void exp1_gradients(Context& ctx, tg::report::Html& html) {
   ctx.learned = new_model(ctx, ctx.de_en);
   std::map<std::string, tg::Tensor> params;
   for (const auto& [name, p] : ctx.learned->named_parameters())
-    if (std::any_of(watched.begin(), watched.end(), [&](const auto& w) { return w.name == name; })) params[name] = p;
+    if (std::any_of(watched.begin(), watched.end(), [&name = name](const auto& w) { return w.name == name; })) params[name] = p;
   ctx.heads_init = encoder_attention(*ctx.learned, ctx.probe());  // for experiment 7
   auto recorded = [](int64_t step) { return step == 1 || step % 5 == 0; };
   ctx.learned_run = train(ctx, *ctx.learned, ctx.de_en, "learned", [&](tg::train::Trainer& trainer) {
