@@ -2,7 +2,9 @@
 # tapegrad's one entry point. On a fresh Debian 12 machine:
 #   ./tg.sh run     install what is missing, build, run the main example
 #   ./tg.sh test    install what is missing, build, run every test
-# Also: ./tg.sh test --sanitize (ASan + UBSan build), ./tg.sh test --arch portable|baseline
+# Also: ./tg.sh test --sanitize (Clang with ASan + UBSan + LeakSanitizer and libFuzzer coverage:
+# the tests, then each loader's fuzzer for TG_FUZZ_SECONDS, default 20), ./tg.sh fuzz [SECONDS]
+# (each fuzzer for SECONDS, default 600; crashes land in build-asan/fuzz-crashes), ./tg.sh test --arch portable|baseline
 # (x86-64-v3 or x86-64 builds), ./tg.sh test --debug (Debug build), ./tg.sh consumers (a project of
 # a user's own built against tapegrad three ways: find_package, pkg-config, add_subdirectory),
 # ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch), ./tg.sh models (pretrained
@@ -86,6 +88,24 @@ PY
   echo "== $dir: $(ls "$dir" | tr '\n' ' ')"
 }
 
+# The loaders' fuzzers (tests/fuzz), two at a time, each for $2 seconds from the committed seeds
+# plus what earlier runs found (build-asan/fuzz-work); a crash, leak or timeout fails the run and
+# leaves the input in build-asan/fuzz-crashes (add it to tests/fuzz/regressions/TARGET).
+FUZZ_TARGETS=(safetensors train_state word2vec vocabulary tokenizer readers gzip bert_config)
+run_fuzzers() {
+  local dir=$1 seconds=$2
+  mkdir -p "$dir/fuzz-crashes"
+  echo "== fuzzing ${#FUZZ_TARGETS[@]} loaders, ${seconds} s each, two at a time"
+  printf '%s\n' "${FUZZ_TARGETS[@]}" | xargs -P2 -I{} bash -c '
+    t={}; dir='"$dir"'; mkdir -p "$dir/fuzz-work/$t"
+    if "$dir/fuzz_$t" -max_total_time='"$seconds"' -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+         -artifact_prefix="$dir/fuzz-crashes/$t-" "$dir/fuzz-work/$t" "tests/fuzz/corpus/$t" > "$dir/fuzz-$t.log" 2>&1; then
+      echo "fuzz $t: $(grep -m1 -o "stat::number_of_executed_units: *[0-9]*" "$dir/fuzz-$t.log" | grep -o "[0-9]*$") runs, no crash"
+    else
+      echo "fuzz $t: FAILED"; grep -E "ERROR|SUMMARY|Test unit written" "$dir/fuzz-$t.log" | head -5; exit 1
+    fi'
+}
+
 cmd=${1:-run}
 shift || true
 case "$cmd" in
@@ -111,8 +131,10 @@ case "$cmd" in
       case "$1" in
         # Under the sanitizers training runs ~20x slower: the long convergence test (thousands of
         # steps) runs in the other builds; Train.ShortRunIsClean covers the same code here.
-        --sanitize) dir=build-asan; opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_BUILD_BENCH=OFF)
-                    exclude=(-E '^Train\.EncoderDecoderLearnsToReverseDigits$') ;;
+        --sanitize) dir=build-asan; opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_FUZZ=ON -DTG_BUILD_BENCH=OFF)
+                    install_missing clang libclang-rt-14-dev
+                    export CXX=clang++
+                    exclude=(-E '^(Train\.EncoderDecoderLearnsToReverseDigits|crash_safety)$') ;;
         --arch) shift; dir=build-$1; opts=(-DCMAKE_BUILD_TYPE=Release -DTG_ARCH="$1" -DTG_BUILD_BENCH=OFF) ;;
         --debug) dir=build-debug; opts=(-DCMAKE_BUILD_TYPE=Debug -DTG_BUILD_BENCH=OFF)
                  exclude=(-E '^Train\.EncoderDecoderLearnsToReverseDigits$') ;;
@@ -122,8 +144,15 @@ case "$cmd" in
     done
     build "$dir" "${opts[@]}"
     ./"$dir"/custom_op > /dev/null
-    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600 "${exclude[@]}"
+    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600 "${exclude[@]}"
+    if [ "$dir" = build-asan ]; then run_fuzzers "$dir" "${TG_FUZZ_SECONDS:-20}"; fi
+    ;;
+  fuzz)
+    install_missing "${PACKAGES[@]}" clang libclang-rt-14-dev
+    CXX=clang++ build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_FUZZ=ON -DTG_BUILD_BENCH=OFF
+    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    run_fuzzers build-asan "${1:-600}"
     ;;
   consumers)
     install_missing "${PACKAGES[@]}"
@@ -144,5 +173,5 @@ case "$cmd" in
     bench/compare_ops.sh build/tg_bench
     ;;
   *)
-    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | consumers | bench | data | models"; exit 2 ;;
+    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | fuzz [SECONDS] | consumers | bench | data | models"; exit 2 ;;
 esac

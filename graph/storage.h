@@ -1,7 +1,10 @@
 #pragma once
-// Storage: one 64-byte-aligned buffer, shared by every tensor that views it. Freed buffers go
-// back to a bounded cache (by size) so that a training loop does not pay for fresh pages on
-// every step; the cache never holds more than storage_cache_limit() bytes.
+// Storage: one 64-byte-aligned buffer, shared by every tensor that views it. Freed buffers of 64 KiB
+// and more go back to a bounded cache, by size class (four per power of two, so the varied batch
+// shapes of a translator reuse each other's buffers), so that a training loop does not pay for
+// fresh pages on every step. The cache never holds more than storage_cache_limit() bytes: by
+// default the most bytes tensors have held at once in this process (at least 64 MiB), so memory
+// stays within about twice what the work itself needs; buffers freed past it go back to the system.
 #include <cstddef>
 #include <memory>
 
@@ -26,7 +29,9 @@ class Storage {
 
 std::shared_ptr<Storage> make_storage(size_t nbytes);
 
-// Bytes currently held by the cache, its limit, and a way to empty it.
+// Bytes currently held by the cache, its limit, and a way to empty it. set_storage_cache_limit
+// fixes the limit (0: no cache); kStorageCacheAuto restores the default, which follows the work.
+inline constexpr size_t kStorageCacheAuto = ~size_t{0};
 size_t storage_cache_bytes();
 size_t storage_cache_limit();
 void set_storage_cache_limit(size_t bytes);

@@ -569,12 +569,15 @@ bool is_text_number_byte(unsigned char c) {
 Result<Word2Vec> load_word2vec(const std::string& path) {
   Result<std::string> bytes = read_file(path);
   if (!bytes.ok()) return bytes.status();
-  const std::string& s = *bytes;
+  return parse_word2vec(*bytes, path);
+}
+
+Result<Word2Vec> parse_word2vec(std::string_view s, const std::string& path) {
   size_t nl = s.find('\n');
   if (nl == std::string::npos) return corrupt(path, "no header line \"<words> <dimensions>\"");
   long long V = 0, D = 0;
   char extra = 0;
-  if (std::sscanf(s.substr(0, nl).c_str(), "%lld %lld %c", &V, &D, &extra) != 2 || V <= 0 || D <= 0 ||
+  if (std::sscanf(std::string(s.substr(0, nl)).c_str(), "%lld %lld %c", &V, &D, &extra) != 2 || V <= 0 || D <= 0 ||
       V > 100'000'000 || D > 100'000)
     return corrupt(path, fmt::format("bad header line '{}' (expected two positive counts)", s.substr(0, std::min<size_t>(nl, 60))));
   // Text or binary: text when the first entry's line is a word and dim fields made only of the
@@ -583,7 +586,7 @@ Result<Word2Vec> load_word2vec(const std::string& path) {
   bool binary = true;
   {
     size_t e = s.find('\n', pos);
-    std::string line = s.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
+    std::string line(s.substr(pos, e == std::string::npos ? std::string::npos : e - pos));
     std::vector<std::string> tok = whitespace_tokens(line);
     if (static_cast<long long>(tok.size()) == D + 1) {
       size_t first_end = line.find(tok[0]) + tok[0].size();
@@ -607,7 +610,7 @@ Result<Word2Vec> load_word2vec(const std::string& path) {
       size_t e = s.find(' ', pos);
       if (e == std::string::npos || e == pos)
         return corrupt(path, fmt::format("entry {} of {}: no word (truncated file?)", i + 1, V));
-      words.push_back(s.substr(pos, e - pos));
+      words.emplace_back(s.substr(pos, e - pos));
       pos = e + 1;
       if (s.size() - pos < static_cast<size_t>(D) * 4)
         return corrupt(path, fmt::format("entry {} ('{}'): {} bytes left, {} needed (truncated file?)", i + 1,
@@ -621,7 +624,7 @@ Result<Word2Vec> load_word2vec(const std::string& path) {
       pos += static_cast<size_t>(D) * 4;
     } else {
       size_t e = s.find('\n', pos);
-      std::string line = s.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
+      std::string line(s.substr(pos, e == std::string::npos ? std::string::npos : e - pos));
       pos = e == std::string::npos ? s.size() : e + 1;
       std::vector<std::string> tok = whitespace_tokens(line);
       if (static_cast<long long>(tok.size()) != D + 1)

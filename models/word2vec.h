@@ -121,5 +121,7 @@ class Word2Vec {
 // Reads vectors in either original format (detected from the bytes), validating counts, sizes and
 // numbers; a truncated or corrupt file gives a message naming the line or word.
 Result<Word2Vec> load_word2vec(const std::string& path);
+// The same on bytes in memory; `source` names them in messages.
+Result<Word2Vec> parse_word2vec(std::string_view bytes, const std::string& source = "<memory>");
 
 }  // namespace tg

@@ -144,7 +144,7 @@ TEST(AttentionOps, MemoryDoesNotHoldTheScoreMatrix) {
   Tensor o = tg::flash_attention(q, k, v, {.causal = true});
   EXPECT_LT(tg::storage_live_bytes() - before, size_t{1} << 20);
   tg::sum(o).backward();
-  tg::set_storage_cache_limit(size_t{1} << 30);
+  tg::set_storage_cache_limit(tg::kStorageCacheAuto);
 }
 
 TEST(AttentionOps, Errors) {

@@ -117,7 +117,7 @@ TEST(Autograd, BackwardFreesTheGraphsMemory) {
     EXPECT_LE(tg::storage_live_bytes(), with_w + 256 * 256 * 4 + 4096);
   }
   EXPECT_LE(tg::storage_live_bytes(), before + 4096);
-  tg::set_storage_cache_limit(size_t{1} << 30);
+  tg::set_storage_cache_limit(tg::kStorageCacheAuto);
 }
 
 TEST(Autograd, CreateGraphGivesDifferentiableGradients) {
@@ -287,7 +287,7 @@ TEST(Autograd, NoOpKeepsItsGraphAlive) {
       EXPECT_EQ(tg::storage_live_bytes(), before) << name << (do_backward ? " after backward" : "");
     }
   }
-  tg::set_storage_cache_limit(size_t{1} << 30);
+  tg::set_storage_cache_limit(tg::kStorageCacheAuto);
 }
 }  // namespace
 

@@ -131,7 +131,7 @@ TEST(Tensor, StorageIsFreedWhenNothingHoldsIt) {
     EXPECT_GE(tg::storage_live_bytes(), before + 4000000);  // the view keeps it alive
   }
   EXPECT_LE(tg::storage_live_bytes(), before);
-  tg::set_storage_cache_limit(size_t{1} << 30);
+  tg::set_storage_cache_limit(tg::kStorageCacheAuto);
 }
 
 TEST(Tensor, StorageCacheIsBoundedAndReused) {
@@ -147,7 +147,7 @@ TEST(Tensor, StorageCacheIsBoundedAndReused) {
   EXPECT_EQ(b.raw_data(), first);  // reused
   for (int i = 0; i < 20; ++i) Tensor big = tg::zeros({1 << 20});  // 4 MiB each, churned
   EXPECT_LE(tg::storage_cache_bytes(), size_t{8} << 20);
-  tg::set_storage_cache_limit(size_t{1} << 30);
+  tg::set_storage_cache_limit(tg::kStorageCacheAuto);
 }
 
 TEST(Tensor, DataIsAligned) {

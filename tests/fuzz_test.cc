@@ -1,0 +1,124 @@
+// The fuzz targets (tests/fuzz/targets.cc) over their committed seeds and over every input a fuzzer
+// ever crashed on (tests/fuzz/regressions/TARGET/), in every build: a fixed crash stays fixed.
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "test_util.h"
+#include "tests/fuzz/targets.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kFuzzDir = std::string(TG_TEST_DATA_DIR) + "/fuzz";
+
+class FuzzReplay : public testing::TestWithParam<std::string> {};
+
+TEST_P(FuzzReplay, SeedsAndRegressionsLoadOrAreRefused) {
+  const tg::fuzz::Target* target = tg::fuzz::find_target(GetParam());
+  ASSERT_NE(target, nullptr);
+  int seeds = 0, regressions = 0;
+  for (const char* kind : {"corpus", "regressions"}) {
+    const fs::path dir = fs::path(kFuzzDir) / kind / GetParam();
+    if (!fs::is_directory(dir)) continue;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      std::string bytes = tg::read_file(entry.path().string()).value();
+      SCOPED_TRACE(entry.path().string());
+      target->run(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      ++(std::string(kind) == "corpus" ? seeds : regressions);
+    }
+  }
+  RecordProperty("regressions", regressions);
+  EXPECT_GE(seeds, 2) << "every target has committed seeds in tests/fuzz/corpus/" << GetParam();
+}
+
+std::vector<std::string> target_names() {
+  std::vector<std::string> names;
+  for (const auto& t : tg::fuzz::targets()) names.push_back(t.name);
+  return names;
+}
+
+// Writes the seeds (run on demand: tg_tests --gtest_also_run_disabled_tests
+// --gtest_filter='*WriteSeeds'): small valid files of every kind each loader reads.
+TEST(FuzzSeeds, DISABLED_WriteSeeds) {
+  auto put = [](const std::string& target, const std::string& name, std::string_view bytes) {
+    const fs::path dir = fs::path(kFuzzDir) / "corpus" / target;
+    fs::create_directories(dir);
+    tg::write_file_atomic((dir / name).string(), bytes).or_throw();
+  };
+  tg::manual_seed(1);
+  tg::StateDict sd;
+  sd.insert("w", tg::randn({2, 3}));
+  sd.insert("ids", tg::from_vector(std::vector<int64_t>{1, 2, 3}, {3}));
+  sd.insert("mask", tg::gt(tg::randn({2}), 0.0));
+  sd.insert("d", tg::randn({2}).to(tg::kFloat64));
+  put("safetensors", "mixed.safetensors", tg::serialize_safetensors(sd, {{"format", "pt"}, {"step", "7"}}));
+  put("safetensors", "empty.safetensors", tg::serialize_safetensors({}));
+  {
+    tg::manual_seed(1);
+    tg::Linear model(3, 2);
+    tg::AdamW opt(model.named_parameters(), {.lr = 1e-3});
+    tg::Tensor loss = tg::sum(model.forward(tg::randn({4, 3})));
+    loss.backward();
+    opt.step();
+    tg::train::TrainState st;
+    st.step = 1;
+    st.history["train/loss"] = {{1, 0.5}};
+    st.user["seconds"] = "1.5";
+    put("train_state", "fresh.safetensors", tg::train::serialize_train_state({}, model, opt));
+    put("train_state", "step1.safetensors", tg::train::serialize_train_state(st, model, opt));
+  }
+  {
+    tg::Word2Vec w(tg::Vocabulary::from_words({"king", "queen", "man", "woman"}, {4, 3, 2, 1}), tg::randn({4, 3}));
+    const std::string dir = testing::TempDir();
+    for (bool binary : {false, true}) {
+      const std::string path = dir + (binary ? "/v.bin" : "/v.txt");
+      w.save(path, binary).or_throw();
+      put("word2vec", binary ? "vectors.bin" : "vectors.txt", tg::read_file(path).value());
+    }
+  }
+  const std::vector<std::string> text = {"the cat sat on the mat.", "a dog barked at the cat!", "naïve café, 東京",
+                                         "the cat and the dog", "the mat is red."};
+  put("vocabulary", "vocab.txt", tg::text::Vocabulary::build({{"the", "cat"}, {"a\tb", "dog"}}, 100).serialize());
+  put("vocabulary", "bert_vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n##s\n");
+  for (const char* kind : {"word", "char", "bpe", "unigram"}) {
+    auto t = tg::text::Tokenizer::train(kind, text, {.vocab_size = std::string(kind) == "bpe" || std::string(kind) == "unigram" ? 30 : 50,
+                                                     .min_count = 1});
+    if (t.ok()) put("tokenizer", std::string(kind) + ".tok", (*t)->serialize());
+  }
+  put("tokenizer", "wordpiece.json", R"({"version": "1.0", "truncation": null, "padding": null,
+ "added_tokens": [{"id": 0, "content": "[PAD]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+                  {"id": 2, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+                  {"id": 3, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+ "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": true},
+ "pre_tokenizer": {"type": "BertPreTokenizer"},
+ "post_processor": {"type": "TemplateProcessing",
+   "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+   "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+            {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+   "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]}, "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}},
+ "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
+ "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+           "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "the": 4, "cat": 5, "##s": 6, "hello": 7, ",": 8, "!": 9, "world": 10}}})");
+  put("readers", "lines.txt", "first line\n\n  second line  \r\nthird\n");
+  put("readers", "pairs.tsv", std::string("das haus\tthe house\nein hund\ta dog\n") + '\0' + "the house\na dog\n");
+  put("readers", "ding.txt", "# Version :: 1.0\nHaus {n} | Häuser {pl} :: house | houses\nHund {m} :: dog\n");
+  {
+    const std::string plain = testing::TempDir() + "/lines.txt";
+    tg::write_file_atomic(plain, "das haus\tthe house\nein hund\ta dog\n").or_throw();
+    ASSERT_EQ(std::system(("gzip -9nc " + plain + " > " + plain + ".gz").c_str()), 0);
+    put("gzip", "lines.txt.gz", tg::read_file(plain + ".gz").value());
+    put("gzip", "empty.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00", 20));
+  }
+  put("bert_config", "config.json", R"({"model_type": "bert", "vocab_size": 30, "hidden_size": 8, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 32, "type_vocab_size": 2,
+ "layer_norm_eps": 1e-12, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "pad_token_id": 0})");
+  put("bert_config", "minimal.json", R"({"model_type": "bert", "vocab_size": 5, "hidden_size": 4, "num_hidden_layers": 1,
+ "num_attention_heads": 1, "intermediate_size": 4, "max_position_embeddings": 8})");
+}
+
+INSTANTIATE_TEST_SUITE_P(Loaders, FuzzReplay, testing::ValuesIn(target_names()),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
