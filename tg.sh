@@ -2,7 +2,7 @@
 # tapegrad's one entry point. On a fresh Debian 12 machine:
 #   ./tg.sh run     install what is missing, build, run the main example
 #   ./tg.sh test    install what is missing, build, run every test
-# Also: ./tg.sh test --sanitize (Clang with ASan + UBSan + LeakSanitizer and libFuzzer coverage:
+# Also: ./tg.sh test --tsan (ThreadSanitizer, the threaded tests), ./tg.sh test --sanitize (Clang with ASan + UBSan + LeakSanitizer and libFuzzer coverage:
 # the tests, then each loader's fuzzer for TG_FUZZ_SECONDS, default 20), ./tg.sh fuzz [SECONDS]
 # (each fuzzer for SECONDS, default 600; crashes land in build-asan/fuzz-crashes), ./tg.sh test --arch portable|baseline
 # (x86-64-v3 or x86-64 builds), ./tg.sh test --debug (Debug build), ./tg.sh consumers (a project of
@@ -126,7 +126,7 @@ case "$cmd" in
     prepare_data  # the KJV: word2vec's quality test trains on it
     prepare_models  # all-MiniLM-L6-v2: the pretrained-model tests compare it with Hugging Face's numbers
     export TG_REQUIRE_MODELS=1
-    dir=build opts=(-DCMAKE_BUILD_TYPE=Release) exclude=()
+    dir=build opts=(-DCMAKE_BUILD_TYPE=Release) filter=()
     while [ $# -gt 0 ]; do
       case "$1" in
         # Under the sanitizers training runs ~20x slower: the long convergence test (thousands of
@@ -134,18 +134,21 @@ case "$cmd" in
         --sanitize) dir=build-asan; opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_FUZZ=ON -DTG_BUILD_BENCH=OFF)
                     install_missing clang libclang-rt-14-dev
                     export CXX=clang++
-                    exclude=(-E '^(Train\.EncoderDecoderLearnsToReverseDigits|crash_safety)$') ;;
+                    filter=(-E '^(Train\.EncoderDecoderLearnsToReverseDigits|crash_safety)$') ;;
+        # ThreadSanitizer: the thread pool, data loading, training loop and concurrency tests only.
+        --tsan) dir=build-tsan; opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_TSAN=ON -DTG_BUILD_BENCH=OFF -DTG_BUILD_EXAMPLES=OFF -DTG_MPI=OFF)
+                filter=(-R '^(Threads|TrainLoop|BucketBatches|Seq2SeqBatch|TextReaders|Word2Vec)\.|ThreadCount|sanitizer_canary') ;;
         --arch) shift; dir=build-$1; opts=(-DCMAKE_BUILD_TYPE=Release -DTG_ARCH="$1" -DTG_BUILD_BENCH=OFF) ;;
         --debug) dir=build-debug; opts=(-DCMAKE_BUILD_TYPE=Debug -DTG_BUILD_BENCH=OFF)
-                 exclude=(-E '^Train\.EncoderDecoderLearnsToReverseDigits$') ;;
+                 filter=(-E '^Train\.EncoderDecoderLearnsToReverseDigits$') ;;
         *) echo "unknown option $1"; exit 2 ;;
       esac
       shift
     done
     build "$dir" "${opts[@]}"
-    ./"$dir"/custom_op > /dev/null
-    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600 "${exclude[@]}"
+    if [ -x "$dir/custom_op" ]; then ./"$dir"/custom_op > /dev/null; fi
+    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1
+    ctest --test-dir "$dir" --output-on-failure -j"$JOBS" --timeout 600 "${filter[@]}"
     if [ "$dir" = build-asan ]; then run_fuzzers "$dir" "${TG_FUZZ_SECONDS:-20}"; fi
     ;;
   fuzz)
@@ -153,6 +156,18 @@ case "$cmd" in
     CXX=clang++ build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_FUZZ=ON -DTG_BUILD_BENCH=OFF
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_fuzzers build-asan "${1:-600}"
+    # valgrind memcheck over a short training run (an x86-64-v3 build: valgrind knows no AVX-512).
+    install_missing valgrind
+    build build-portable -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_ARCH=portable -DTG_BUILD_BENCH=OFF -DTG_BUILD_TESTS=OFF -DTG_MPI=OFF
+    tmp=$(mktemp -d)
+    printf 'the quick brown fox jumps over the lazy dog.\n%.0s' $(seq 1 200) > "$tmp/text.txt"
+    echo "== valgrind memcheck: train_lm, 20 steps"
+    valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+      ./build-portable/train_lm --text "$tmp/text.txt" --layers 1 --width 16 --heads 2 --context 8 --steps 20 \
+      --eval_every 10 --eval_windows 4 --sample 10 --threads 2 --out "$tmp/run" > "$tmp/log" 2>&1 ||
+      { tail -30 "$tmp/log"; rm -rf "$tmp"; echo "== valgrind found errors"; exit 1; }
+    rm -rf "$tmp"
+    echo "== valgrind memcheck: clean"
     ;;
   consumers)
     install_missing "${PACKAGES[@]}"

@@ -77,17 +77,28 @@ tg::Result<Translator> load(const std::string& dir) {
                           path, side, dir, (*tok)->fingerprint(), f->metadata.at(key));
   }
   // The tensors' shapes are checked against the configuration before the model is built.
+  // Every size the model's memory grows with (vocabularies, width, ff, layers) is checked against
+  // a tensor in the file, so a model is only as large as its file says; the positional table
+  // (max_len x width, computed, not stored) is capped.
   tg::TransformerConfig mc = t.cfg.model(t.src->size(), t.tgt->size());
-  if (f->tensors.contains("src_embed.weight")) {
-    const tg::Tensor& e = f->tensors.at("src_embed.weight");
-    if (e.dim() != 2 || e.size(0) != mc.src_vocab || e.size(1) != mc.layer.d_model)
-      return tg::io_error("{}: src_embed.weight has shape {}, but the configuration and tokenizer say [{}, {}]", path, e.shape(),
-                          mc.src_vocab, mc.layer.d_model);
+  const int64_t W = mc.layer.d_model, F = mc.layer.d_ff;
+  for (const auto& [name, want] : std::vector<std::pair<std::string, tg::Shape>>{
+           {"src_embed.weight", {mc.src_vocab, W}}, {"tgt_embed.weight", {mc.tgt_vocab, W}},
+           {"generator.weight", {mc.tgt_vocab, W}}, {"encoder.layers.0.ffn.linear1.weight", {F, W}},
+           {"decoder.layers.0.ffn.linear1.weight", {F, W}}}) {
+    if (!f->tensors.contains(name)) return tg::io_error("{}: tensor {} is missing", path, name);
+    const tg::Tensor& e = f->tensors.at(name);
+    if (e.shape() != want)
+      return tg::io_error("{}: {} has shape {}, but the metadata and tokenizers say {}", path, name, e.shape(), want);
   }
-  const std::string last = fmt::format("encoder.layers.{}.norm1.weight", t.cfg.layers - 1);
-  const std::string beyond = fmt::format("encoder.layers.{}.norm1.weight", t.cfg.layers);
-  if (!f->tensors.contains(last) || f->tensors.contains(beyond))
-    return tg::io_error("{}: metadata says {} layers, but the file's tensors do not", path, t.cfg.layers);
+  if (t.cfg.max_len * W > (int64_t{1} << 26))
+    return tg::io_error("{}: metadata max_len {} x width {} is past the limit of 2^26 positional values", path, t.cfg.max_len, W);
+  for (const char* side : {"encoder", "decoder"}) {
+    const std::string last = fmt::format("{}.layers.{}.norm1.weight", side, t.cfg.layers - 1);
+    const std::string beyond = fmt::format("{}.layers.{}.norm1.weight", side, t.cfg.layers);
+    if (!f->tensors.contains(last) || f->tensors.contains(beyond))
+      return tg::io_error("{}: metadata says {} {} layers, but the file's tensors do not", path, t.cfg.layers, side);
+  }
   t.model = std::make_unique<tg::Transformer>(mc);
   try {
     t.model->load_state_dict(f->tensors);

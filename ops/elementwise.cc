@@ -430,7 +430,9 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   check_mask(cond, "where");
-  auto [a, b] = promote(a0, b0, "where");
+  const std::pair<Tensor, Tensor> ab = promote(a0, b0, "where");  // not a structured binding: the lambdas below use them
+  const Tensor& a = ab.first;
+  const Tensor& b = ab.second;
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = Tensor::empty(shape, a.dtype());
   BroadcastPlan p = make_broadcast_plan(shape, {cond.shape(), a.shape(), b.shape()});

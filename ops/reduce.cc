@@ -177,11 +177,11 @@ ValuesIndices max(const Tensor& x, int64_t axis, bool keepdim) { return arg_extr
 ValuesIndices min(const Tensor& x, int64_t axis, bool keepdim) { return arg_extreme<false>("min", x, axis, keepdim); }
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
   NoGradGuard ng;
-  return max(x, axis, keepdim).indices;
+  return arg_extreme<true>("argmax", x, axis, keepdim).indices;
 }
 Tensor argmin(const Tensor& x, int64_t axis, bool keepdim) {
   NoGradGuard ng;
-  return min(x, axis, keepdim).indices;
+  return arg_extreme<false>("argmin", x, axis, keepdim).indices;
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

@@ -69,6 +69,7 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
+  detail::check_defined(x, "flatten");
   if (x.dim() == 0) return reshape(x, {1});
   start = normalize_axis(start, x.dim(), "flatten");
   end = normalize_axis(end, x.dim(), "flatten");
@@ -263,9 +264,12 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
 
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   TG_CHECK(!xs.empty(), "stack", "expected at least one tensor");
-  for (size_t i = 1; i < xs.size(); ++i)
+  for (size_t i = 0; i < xs.size(); ++i) TG_CHECK(xs[i].defined(), "stack", "tensor {} is an undefined tensor", i);
+  for (size_t i = 1; i < xs.size(); ++i) {
     TG_CHECK(xs[i].shape() == xs[0].shape(), "stack", "tensor {} has shape {}, tensor 0 has {}", i, xs[i].shape(),
              xs[0].shape());
+    TG_CHECK(xs[i].dtype() == xs[0].dtype(), "stack", "tensor {} has dtype {}, tensor 0 has {}", i, xs[i].dtype(), xs[0].dtype());
+  }
   dim = normalize_axis(dim, xs[0].dim() + 1, "stack");
   std::vector<Tensor> us;
   us.reserve(xs.size());
@@ -467,6 +471,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   TG_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got shape {}", weight.shape());
   TG_CHECK(padding_idx < weight.shape()[0], "embedding", "padding_idx {} is out of range for {} embeddings",
            padding_idx, weight.shape()[0]);
+  const int64_t num = weight.shape()[0];
+  const int64_t* pid = ids.data<int64_t>();
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
+    TG_CHECK(pid[i] >= 0 && pid[i] < num, "embedding", "id {} (at {} of ids shape {}) is out of range for {} embeddings",
+             pid[i], i, ids.shape(), num);
   Shape s = ids.shape();
   s.push_back(weight.shape()[1]);
   Tensor flat_ids = ids.dim() == 1 ? ids : ids.reshape({ids.numel()});

@@ -75,6 +75,11 @@ for tok in bpe unigram char; do
     echo "ok: train_translator --tokenizer $tok, then translate"
   fi
 done
+# Metadata that does not match the tensors (a feed-forward width of 99 in a model trained with 64)
+# is refused before the model is built.
+cp -r "$TMP/tr_char" "$TMP/tr_ff"
+perl -0777 -pi -e 's/"ff":"64"/"ff":"99"/' "$TMP/tr_ff/model.safetensors"
+expect_error "ffn.linear1.weight has shape \[64, 32\], but the metadata and tokenizers say \[99, 32\]" "$BIN/translate" --load "$TMP/tr_ff"
 printf 'garbage' >"$TMP/tr_bpe/tgt.spm"
 expect_error "not a SentencePiece model" "$BIN/translate" --load "$TMP/tr_bpe"
 rm "$TMP/tr_char/src.txt"

@@ -56,7 +56,7 @@ TEST(Errors, Dtypes) {
 TEST(Errors, IndicesOutOfRange) {
   Tensor w = tg::ones({5, 2});
   EXPECT_TRUE(throws_with([&] { tg::embedding(w, tg::from_vector<int64_t>({1, 5}, {2})); },
-                          {"index_select", "index 5", "size 5"}));
+                          {"embedding", "id 5", "5 embeddings"}));
   EXPECT_TRUE(throws_with([&] { tg::index_select(w, 1, tg::from_vector<int64_t>({-1}, {1})); }, {"index -1"}));
   EXPECT_TRUE(throws_with([&] { tg::gather(w, 1, tg::from_vector<int64_t>({0, 2}, {1, 2})); }, {"gather", "index 2"}));
   EXPECT_TRUE(throws_with([&] { tg::gather(w, 1, tg::from_vector<int64_t>({0}, {1})); }, {"gather", "rank"}));
