@@ -1,6 +1,8 @@
 #include "tests/fuzz/targets.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -16,10 +18,16 @@ std::string_view view(const uint8_t* data, size_t size) { return {reinterpret_ca
 // A file's contents for the loaders that read a path (gzip goes through the gzip program, BERT's
 // config.json through its own reader): one private file per process, rewritten for each input.
 std::string as_file(std::string_view bytes, const char* suffix) {
-  static const std::string dir = [] {
+  // Never destroyed: the exit handler that removes the folder runs after static destructors.
+  static const std::string& dir = *[] {
     char tmpl[] = "/tmp/tg_fuzz_XXXXXX";
     const char* d = ::mkdtemp(tmpl);
-    return std::string(d ? d : "/tmp");
+    if (!d) return new std::string("/tmp");
+    std::atexit([] {  // the folder and its input files go with the process
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    });
+    return new std::string(d);
   }();
   const std::string path = dir + "/input" + suffix;
   if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
