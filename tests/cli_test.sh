@@ -109,6 +109,10 @@ if "$BIN/train_lm" "${LM[@]}" --steps 2 --out "$TMP/lm_once" --overwrite >/dev/n
    "$BIN/train_lm" --load "$TMP/lm_once" --sample 10 >"$TMP/out" 2>&1 && [ -s "$TMP/out" ]; then
   echo "ok: train_lm --overwrite, then --load samples without training"; else
   echo "FAIL: train_lm --overwrite / --load"; cat "$TMP/out"; failures=$((failures + 1)); fi
+# Model metadata that claims more layers than the file holds is refused before the model is built.
+cp -r "$TMP/lm_once" "$TMP/lm_layers"
+perl -0777 -pi -e 's/"layers":"1"/"layers":"9"/' "$TMP/lm_layers/model.safetensors"
+expect_error "metadata says 9 layers, but the file's tensors do not" "$BIN/train_lm" --load "$TMP/lm_layers" --sample 5
 # Divergence: the run stops before the optimizer step with exit code 3 and one message.
 "$BIN/train_lm" "${LM[@]}" --steps 60 --lr 1e6 --out "$TMP/lm_nan" >"$TMP/out" 2>"$TMP/err"
 rc=$?
