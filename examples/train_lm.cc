@@ -109,15 +109,11 @@ int generate_only(const Options& o) {
                               path, o.load, tok->fingerprint(), want));
   // Every size the model grows with is checked against the file's tensors before it is built.
   const int64_t V = tok->size(), W = m.width;
-  for (const auto& [name, want] : std::vector<std::pair<std::string, tg::Shape>>{
-           {"tok_embed.weight", {V, W}}, {"pos_embed.weight", {m.context, W}}, {"layers.0.ffn.linear1.weight", {4 * W, W}}}) {
-    if (!f.tensors.contains(name)) tg::cli::fail(fmt::format("{}: tensor {} is missing", path, name));
-    if (f.tensors.at(name).shape() != want)
-      tg::cli::fail(fmt::format("{}: {} has shape {}, but the metadata and tokenizer say {}", path, name, f.tensors.at(name).shape(), want));
-  }
-  if (!f.tensors.contains(fmt::format("layers.{}.norm1.weight", m.layers - 1)) ||
-      f.tensors.contains(fmt::format("layers.{}.norm1.weight", m.layers)))
-    tg::cli::fail(fmt::format("{}: metadata says {} layers, but the file's tensors do not", path, m.layers));
+  tg::check_implied_shapes(f, path,
+                           {{"tok_embed.weight", {V, W}}, {"pos_embed.weight", {m.context, W}}, {"layers.0.ffn.linear1.weight", {4 * W, W}}},
+                           "the metadata and tokenizer")
+      .or_throw();
+  tg::check_layer_count(f, path, "", m.layers).or_throw();
   tg::DecoderLM model(model_config(m, tok->size()));
   tg::load_module(model, path).value();
   std::printf("%s\n", generate(model, *tok, o).c_str());

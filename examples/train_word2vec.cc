@@ -422,13 +422,13 @@ int run(int argc, char** argv) {
   int64_t reports = 0;
   tg::train::Progress timer(1);
   try {
-  w2v.train(corpus, [&](const tg::Word2VecProgress& p) {
-    loss_curve.emplace_back(static_cast<double>(p.words_done), p.loss);
-    if (!main_process) return;
-    metrics->log("train", ++reports, {{"words_done", static_cast<double>(p.words_done)}, {"alpha", p.alpha}, {"loss", p.loss}})
-        .or_throw();
-    progress->update(p.words_done, fmt::format("alpha {:.5f}  loss {:.3f}", p.alpha, p.loss), p.words_done);
-  }, sync);
+    w2v.train(corpus, [&](const tg::Word2VecProgress& p) {
+      loss_curve.emplace_back(static_cast<double>(p.words_done), p.loss);
+      if (!main_process) return;
+      metrics->log("train", ++reports, {{"words_done", static_cast<double>(p.words_done)}, {"alpha", p.alpha}, {"loss", p.loss}})
+          .or_throw();
+      progress->update(p.words_done, fmt::format("alpha {:.5f}  loss {:.3f}", p.alpha, p.loss), p.words_done);
+    }, sync);
   } catch (const tg::Error& e) {
     if (!w2v.diverged()) throw;
     if (progress) progress->finish("diverged");

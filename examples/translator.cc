@@ -82,23 +82,17 @@ tg::Result<Translator> load(const std::string& dir) {
   // (max_len x width, computed, not stored) is capped.
   tg::TransformerConfig mc = t.cfg.model(t.src->size(), t.tgt->size());
   const int64_t W = mc.layer.d_model, F = mc.layer.d_ff;
-  for (const auto& [name, want] : std::vector<std::pair<std::string, tg::Shape>>{
-           {"src_embed.weight", {mc.src_vocab, W}}, {"tgt_embed.weight", {mc.tgt_vocab, W}},
-           {"generator.weight", {mc.tgt_vocab, W}}, {"encoder.layers.0.ffn.linear1.weight", {F, W}},
-           {"decoder.layers.0.ffn.linear1.weight", {F, W}}}) {
-    if (!f->tensors.contains(name)) return tg::io_error("{}: tensor {} is missing", path, name);
-    const tg::Tensor& e = f->tensors.at(name);
-    if (e.shape() != want)
-      return tg::io_error("{}: {} has shape {}, but the metadata and tokenizers say {}", path, name, e.shape(), want);
-  }
+  TG_RETURN_IF_ERROR(tg::check_implied_shapes(*f, path,
+                                               {{"src_embed.weight", {mc.src_vocab, W}},
+                                                {"tgt_embed.weight", {mc.tgt_vocab, W}},
+                                                {"generator.weight", {mc.tgt_vocab, W}},
+                                                {"encoder.layers.0.ffn.linear1.weight", {F, W}},
+                                                {"decoder.layers.0.ffn.linear1.weight", {F, W}}},
+                                               "the metadata and tokenizers"));
   if (t.cfg.max_len * W > (int64_t{1} << 26))
     return tg::io_error("{}: metadata max_len {} x width {} is past the limit of 2^26 positional values", path, t.cfg.max_len, W);
-  for (const char* side : {"encoder", "decoder"}) {
-    const std::string last = fmt::format("{}.layers.{}.norm1.weight", side, t.cfg.layers - 1);
-    const std::string beyond = fmt::format("{}.layers.{}.norm1.weight", side, t.cfg.layers);
-    if (!f->tensors.contains(last) || f->tensors.contains(beyond))
-      return tg::io_error("{}: metadata says {} {} layers, but the file's tensors do not", path, t.cfg.layers, side);
-  }
+  TG_RETURN_IF_ERROR(tg::check_layer_count(*f, path, "encoder.", t.cfg.layers, "encoder "));
+  TG_RETURN_IF_ERROR(tg::check_layer_count(*f, path, "decoder.", t.cfg.layers, "decoder "));
   t.model = std::make_unique<tg::Transformer>(mc);
   try {
     t.model->load_state_dict(f->tensors);

@@ -329,4 +329,22 @@ Result<double> metadata_double(const Metadata& m, const std::string& key, const 
   return x;
 }
 
+Status check_implied_shapes(const SafetensorsFile& f, const std::string& source,
+                            const std::vector<std::pair<std::string, Shape>>& expected, std::string_view implied_by) {
+  for (const auto& [name, want] : expected) {
+    if (!f.tensors.contains(name)) return io_error("{}: tensor {} is missing", source, name);
+    const Shape& got = f.tensors.at(name).shape();
+    if (got != want) return io_error("{}: {} has shape {}, but {} say {}", source, name, got, implied_by, want);
+  }
+  return {};
+}
+
+Status check_layer_count(const SafetensorsFile& f, const std::string& source, const std::string& prefix, int64_t layers,
+                         std::string_view label) {
+  auto block = [&](int64_t i) { return f.tensors.contains(fmt::format("{}layers.{}.norm1.weight", prefix, i)); };
+  if (layers < 1 || !block(layers - 1) || block(layers))
+    return io_error("{}: metadata says {} {}layers, but the file's tensors do not", source, layers, label);
+  return {};
+}
+
 }  // namespace tg

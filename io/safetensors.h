@@ -13,6 +13,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "file.h"
 #include "state_dict.h"
@@ -34,6 +36,16 @@ Result<SafetensorsFile> load_safetensors(const std::string& path);
 // The same checks on bytes in memory; `source` names them in messages.
 Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::string& source = "<memory>");
 std::string serialize_safetensors(const StateDict& tensors, const Metadata& metadata = {});
+
+// A model built from a file's metadata is checked against the file before it is allocated (so a
+// model is only as large as its file): each (name, shape) the metadata implies must be a tensor of
+// that shape ("SOURCE: NAME has shape [..], but IMPLIED_BY say [..]"), and a stack of `layers`
+// blocks named PREFIX.layers.I.norm1.weight must hold exactly that many ("SOURCE: metadata says
+// 6 LABELlayers, but the file's tensors do not").
+Status check_implied_shapes(const SafetensorsFile& f, const std::string& source,
+                            const std::vector<std::pair<std::string, Shape>>& expected, std::string_view implied_by);
+Status check_layer_count(const SafetensorsFile& f, const std::string& source, const std::string& prefix, int64_t layers,
+                         std::string_view label = "");
 
 // Metadata values read strictly: present, the whole string a number (no "1x", no "" ), finite and
 // within [min, max]. Messages name the source file, the key and the value:
