@@ -14,6 +14,7 @@
 #include "autodiff/gradcheck.h"
 #include "dist/dist.h"
 #include "dist/grad_sync.h"
+#include "dist/word2vec_sync.h"
 #include "graph/build_info.h"
 #include "graph/factory.h"
 #include "graph/format.h"

@@ -30,7 +30,8 @@ namespace {
 struct Options {
   std::string train = "data/kjv.txt", output = "runs/w2v/vectors.txt", analogies, similarity, query;
   bool cbow = false, binary = false, lowercase = true, overwrite = false;
-  int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 256, threads = 0, sync_words = 50000;
+  int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 256, threads = 0, sync_words = 50000,
+          hot_sync_words = 5000;
   double sample = 1e-3, alpha = -1;
   uint64_t seed = 1;
 };
@@ -52,7 +53,10 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("lowercase", &o.lowercase, "lower-case the text and strip punctuation at word edges before counting");
   f.add("batch", &o.batch, "centre words per update (their windows read the same vectors; the threads share them)").min(1);
   f.add("seed", &o.seed, "random seed");
-  f.add("sync_words", &o.sync_words, "under mpirun: words each process trains between summing the processes' changes").min(1000);
+  f.add("sync_words", &o.sync_words, "under mpirun: words each process trains between summing the processes' changes to "
+        "every vector").min(1000);
+  f.add("hot_sync_words", &o.hot_sync_words, "under mpirun: words between sums of the frequent words' vectors (those a "
+        "process meets at least once in that many words; 0: none)").min(0);
   f.add("analogies", &o.analogies, "analogy questions to evaluate (questions-words.txt format)");
   f.add("similarity", &o.similarity, "word pairs with human scores (word, word, score; tab, comma or space separated)");
   f.add("query", &o.query, "comma-separated words whose nearest neighbours to print (default in the report: 12 frequent words)");
@@ -284,52 +288,6 @@ std::vector<tg::report::Point> pca_points(const tg::Word2Vec& w2v, const std::ve
   return points;
 }
 
-// Process `rank`'s part of the corpus: every size-th sentence (ending in -1, and cut every 1,000
-// words as training cuts them, so that a text of one long line is split too).
-std::vector<int64_t> shard_sentences(const std::vector<int64_t>& corpus, int rank, int size) {
-  std::vector<int64_t> cut;  // the corpus with -1 after every 1,000 words of a line
-  cut.reserve(corpus.size() + corpus.size() / 1000 + 1);
-  int64_t run = 0;
-  for (int64_t id : corpus) {
-    if (id >= 0 && run == 1000) {
-      cut.push_back(-1);
-      run = 0;
-    }
-    cut.push_back(id);
-    run = id >= 0 ? run + 1 : 0;
-  }
-  if (!cut.empty() && cut.back() >= 0) cut.push_back(-1);
-  // Sentence k goes to process k % size: every process sees all of the text's topics at every
-  // point of an epoch (contiguous parts would pull the vectors towards different topics between syncs).
-  std::vector<int64_t> out;
-  size_t start = 0;
-  int64_t k = 0;
-  for (size_t i = 0; i < cut.size(); ++i) {
-    if (cut[i] >= 0) continue;
-    if (k++ % size == rank)
-      out.insert(out.end(), cut.begin() + static_cast<std::ptrdiff_t>(start), cut.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-    start = i + 1;
-  }
-  return out;
-}
-
-// Under mpirun: sums every process's change to the vectors since the last sync, so each process
-// continues from what all of them learned (as one process training on the whole text would).
-struct SumChanges {
-  tg::dist::Communicator& comm;
-  std::vector<float> before_in, before_out, delta;
-  void operator()(tg::Tensor& in, tg::Tensor& out) {
-    for (auto [t, before] : {std::pair{&in, &before_in}, std::pair{&out, &before_out}}) {
-      float* v = t->data<float>();
-      const size_t n = static_cast<size_t>(t->numel());
-      delta.resize(n);
-      for (size_t i = 0; i < n; ++i) delta[i] = v[i] - (*before)[i];
-      comm.all_reduce_sum(delta.data(), static_cast<int64_t>(n), "summing the word vectors' changes");
-      for (size_t i = 0; i < n; ++i) v[i] = (*before)[i] = (*before)[i] + delta[i];
-    }
-  }
-};
-
 int run(int argc, char** argv) {
   Options o;
   tg::cli::Flags flags("train_word2vec", "train word vectors (skip-gram or CBOW with negative sampling) on a text file");
@@ -387,33 +345,35 @@ int run(int argc, char** argv) {
   tg::dist::Communicator& comm = tg::dist::world();
   const bool main_process = comm.is_main();
   const int64_t corpus_words = static_cast<int64_t>(corpus.size() - line_ends.size());
-  if (comm.size() > 1) corpus = shard_sentences(corpus, comm.rank(), comm.size());
+  if (comm.size() > 1) corpus = tg::dist::shard_sentences(corpus, comm.rank(), comm.size());
   if (o.overwrite && main_process) fs::remove(dir + "/metrics.jsonl");
   std::optional<tg::train::Metrics> metrics;
   if (main_process) metrics = tg::train::Metrics::open(dir + "/metrics.jsonl").value();
   tg::Word2Vec w2v(vocab, {.cbow = o.cbow, .dim = o.size, .window = o.window, .negative = o.negative, .sample = o.sample,
                            .epochs = o.iter, .alpha = o.alpha, .batch = o.batch, .seed = o.seed});
-  SumChanges sum_changes{comm, {}, {}, {}};
+  std::optional<tg::dist::Word2VecChangeSum> change_sum;
   tg::Word2VecSync sync;
   if (comm.size() > 1) {
-    sum_changes.before_in = w2v.vectors().to_vector<float>();
-    sum_changes.before_out = w2v.output_vectors().to_vector<float>();
-    sync.syncs = std::max<int64_t>(1, corpus_words * o.iter / (comm.size() * o.sync_words));
-    sync.fn = std::ref(sum_changes);
-    sync.stream = static_cast<uint64_t>(comm.rank());
     // Every process must sum the same tables the same number of times: compare the settings first.
-    const std::string mine = fmt::format("vocabulary {}, {} words, --size {}, --iter {}, --sync_words {}, --cbow {}, --window {}, "
-                                         "--negative {}, --batch {}, --sample {}, --alpha {}, --seed {}", vocab.size(),
-                                         corpus_words, o.size, o.iter, o.sync_words, o.cbow, o.window, o.negative, o.batch,
-                                         o.sample, o.alpha, o.seed);
+    const std::string mine = fmt::format("vocabulary {}, {} words, --size {}, --iter {}, --sync_words {}, --hot_sync_words {}, "
+                                         "--cbow {}, --window {}, --negative {}, --batch {}, --sample {}, --alpha {}, --seed {}",
+                                         vocab.size(), corpus_words, o.size, o.iter, o.sync_words, o.hot_sync_words, o.cbow,
+                                         o.window, o.negative, o.batch, o.sample, o.alpha, o.seed);
     std::vector<std::string> all;
     if (const int r = comm.first_difference(mine, all, "comparing the processes' settings")) {
       tg::dist::mark_error_shared();
       tg::cli::fail(fmt::format("the processes were started differently: process {} has {}; process 0 {}", r,
                                 all[static_cast<size_t>(r)], all[0]));
     }
-    std::printf("%d processes, each on about %lld words; their changes summed %lld times\n", comm.size(),
-                static_cast<long long>(corpus_words / comm.size()), static_cast<long long>(sync.syncs));
+    change_sum.emplace(comm, w2v, corpus_words, tg::dist::Word2VecSumOptions{o.sync_words, o.hot_sync_words});
+    sync = change_sum->sync();
+    const std::string hot = change_sum->hot_word_count() == 0
+                                ? std::string()
+                                : fmt::format(", the {} most frequent words' every {} words", change_sum->hot_word_count(),
+                                              o.hot_sync_words);
+    std::printf("%d processes, each on about %lld words; their changes summed %lld times%s\n", comm.size(),
+                static_cast<long long>(corpus_words / comm.size()), static_cast<long long>(change_sum->full_syncs()),
+                hot.c_str());
   }
   const int64_t total = static_cast<int64_t>(std::count_if(corpus.begin(), corpus.end(), [](int64_t x) { return x >= 0; })) * o.iter;
   std::optional<tg::train::Progress> progress;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <utility>
 
 #include <unistd.h>
 
@@ -172,6 +174,64 @@ TEST(Word2Vec, DeterministicForASeed) {
 
 // The shared-negatives kernel against a float64 reference: scores, g, both gradients and the loss,
 // with rows padded to the SIMD width and m * n not a multiple of it.
+// Data-parallel word2vec's pure parts (the sums themselves are tested under mpirun, tests/dist).
+TEST(Word2VecParts, ShardSentencesGivesEverySentenceToOneProcess) {
+  // Sentences of 2, 0 (an empty line), 1 and 2,500 words (cut into 1,000 + 1,000 + 500), no final -1.
+  std::vector<int64_t> corpus = {1, 2, -1, -1, 3, -1};
+  for (int i = 0; i < 2500; ++i) corpus.push_back(4);
+  for (int size : {1, 2, 3, 7}) {
+    std::vector<std::vector<int64_t>> sentences;  // every shard's, in order
+    std::vector<int64_t> words(size);
+    for (int r = 0; r < size; ++r) {
+      const std::vector<int64_t> part = tg::dist::shard_sentences(corpus, r, size);
+      ASSERT_FALSE(part.empty() && r < 5) << "process " << r << " of " << size;
+      if (!part.empty()) {
+        EXPECT_EQ(part.back(), -1);
+      }
+      std::vector<int64_t> cur;
+      for (int64_t id : part) {
+        if (id >= 0) {
+          cur.push_back(id);
+          ++words[static_cast<size_t>(r)];
+        } else {
+          ASSERT_FALSE(cur.empty()) << "an empty sentence in process " << r << "'s part";
+          sentences.push_back(std::exchange(cur, {}));
+        }
+      }
+    }
+    ASSERT_EQ(sentences.size(), 5u) << size << " processes";
+    int64_t total = 0;
+    std::multiset<size_t> lengths;
+    for (const auto& s : sentences) {
+      lengths.insert(s.size());
+      total += static_cast<int64_t>(s.size());
+    }
+    EXPECT_EQ(total, 2503);
+    EXPECT_EQ(lengths, (std::multiset<size_t>{1, 2, 500, 1000, 1000}));
+  }
+  // Sentence k goes to process k % size.
+  std::vector<int64_t> second = {3, -1};  // sentences 1 and 3 of [1 2], [3], [4 x 1,000], [4 x 1,000], [4 x 500]
+  second.insert(second.end(), 1000, 4);
+  second.push_back(-1);
+  EXPECT_EQ(tg::dist::shard_sentences(corpus, 1, 2), second);
+  EXPECT_THROW(tg::dist::shard_sentences(corpus, 2, 2), tg::Error);
+}
+
+TEST(Word2VecParts, HotWordsAreThoseMetOnceAnInterval) {
+  // 10,000 words. Without subsampling, word w is hot for interval S when count(w) x S >= 10,000.
+  const tg::Vocabulary vocab = tg::Vocabulary::from_words({"a", "b", "c", "d"}, {5000, 4000, 990, 10});
+  EXPECT_EQ(tg::dist::hot_words(vocab, 0, 2), (std::vector<int64_t>{0}));
+  EXPECT_EQ(tg::dist::hot_words(vocab, 0, 3), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(tg::dist::hot_words(vocab, 0, 11), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(tg::dist::hot_words(vocab, 0, 1000), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(tg::dist::hot_words(vocab, 0, 0).empty());
+  // Subsampling at 1e-2 (sN = 100) keeps (sqrt(5000 / 100) + 1) x 100 = 807 of "a"'s 5,000: met
+  // 807 x S / 10,000 times, so not hot at S = 12 (0.97) but hot at 13 (1.05).
+  EXPECT_EQ(tg::dist::hot_words(vocab, 1e-2, 12), (std::vector<int64_t>{}));
+  EXPECT_EQ(tg::dist::hot_words(vocab, 1e-2, 13), (std::vector<int64_t>{0}));
+  EXPECT_THROW(tg::dist::hot_words(vocab, -1, 10), tg::Error);
+}
+
 TEST(Word2VecKernel, SharedWindowMatchesReference) {
   const int64_t simd = static_cast<int64_t>(xsimd::batch<float>::size);
   for (int64_t m : {1, 3, 10})

@@ -298,6 +298,72 @@ TEST(Dist, GradientSyncSumsEveryGradientOnce) {
 
 }  // namespace
 
+// word2vec's sums (tg::dist::Word2VecChangeSum): a hot sum adds every process's change to the hot
+// words' rows of both tables and leaves the others' rows alone; a full sum then adds theirs.
+TEST(Dist, Word2VecSumsHotRowsOftenAndEveryRowAtFullSums) {
+  // Counts 600, 300, 2, 2 of 904 words, no subsampling: with hot_sync_words 10 the first two words
+  // are met at least once in 10 words (600 x 10 / 904 >= 1), the last two are not.
+  const tg::Vocabulary vocab = tg::Vocabulary::from_words({"a", "b", "c", "d"}, {600, 300, 2, 2});
+  tg::Word2Vec model(vocab, {.dim = 3, .sample = 0, .epochs = 1});
+  tg::dist::Word2VecChangeSum sum(world(), model, 1000, {.sync_words = 100, .hot_sync_words = 10});
+  ASSERT_EQ(sum.hot_word_count(), 2);
+  EXPECT_EQ(sum.syncs(), 1000 / world().size() / 10);
+  Tensor in = model.vectors(), out = model.output_vectors();
+  const std::vector<float> in0 = in.to_vector<float>(), out0 = out.to_vector<float>();
+  const float mine = static_cast<float>(world().rank() + 1);
+  const float all = static_cast<float>(world().size() * (world().size() + 1) / 2);
+  for (int64_t j = 0; j < 3; ++j) {  // this process's change: rank + 1 to rows 1 ("b", hot) and 3 ("d")
+    in.data<float>()[3 + j] += mine;
+    in.data<float>()[9 + j] += mine;
+    out.data<float>()[3 + j] += 2 * mine;
+  }
+  sum.sum(in, out, /*full=*/false);
+  for (int64_t j = 0; j < 3; ++j) {
+    EXPECT_FLOAT_EQ(in.data<float>()[3 + j], in0[3 + j] + all);
+    EXPECT_FLOAT_EQ(out.data<float>()[3 + j], out0[3 + j] + 2 * all);
+    EXPECT_FLOAT_EQ(in.data<float>()[9 + j], in0[9 + j] + mine);  // not hot: still this process's own
+    EXPECT_FLOAT_EQ(in.data<float>()[j], in0[j]);
+  }
+  sum.sum(in, out, /*full=*/true);
+  for (int64_t j = 0; j < 3; ++j) {
+    EXPECT_FLOAT_EQ(in.data<float>()[3 + j], in0[3 + j] + all);  // summed once, not again
+    EXPECT_FLOAT_EQ(in.data<float>()[9 + j], in0[9 + j] + all);
+    EXPECT_FLOAT_EQ(out.data<float>()[9 + j], out0[9 + j]);
+  }
+  EXPECT_TRUE(same_on_every_process(std::string(reinterpret_cast<const char*>(in.data<float>()), 12 * sizeof(float))));
+}
+
+// Training through the sums: each process on its sentences, the same vectors on every process at
+// the end, every sum called (the last a full one).
+TEST(Dist, Word2VecTrainedInPartsEndsTheSameOnEveryProcess) {
+  std::vector<std::string> tokens;
+  std::vector<int64_t> corpus;
+  tg::Generator gen(5);
+  const std::vector<std::string> words = {"the", "king", "queen", "man", "woman", "of", "and", "land", "river", "sea"};
+  for (int s = 0; s < 400; ++s) {
+    for (int i = 0; i < 12; ++i) tokens.push_back(words[static_cast<size_t>(gen.uniform() * gen.uniform() * 10)]);
+    tokens.emplace_back("\n");
+  }
+  std::vector<std::string> text;
+  for (const auto& t : tokens)
+    if (t != "\n") text.push_back(t);
+  const tg::Vocabulary vocab = tg::Vocabulary::build(text, 1);
+  int64_t corpus_words = 0;
+  for (const auto& t : tokens) {
+    corpus.push_back(t == "\n" ? -1 : vocab.id(t));
+    corpus_words += t == "\n" ? 0 : 1;
+  }
+  tg::Word2Vec model(vocab, {.cbow = true, .dim = 8, .epochs = 2, .batch = 16});
+  tg::dist::Word2VecChangeSum sum(world(), model, corpus_words, {.sync_words = 1000, .hot_sync_words = 200});
+  EXPECT_GT(sum.hot_word_count(), 0);
+  model.train(tg::dist::shard_sentences(corpus, world().rank(), world().size()), {}, sum.sync());
+  EXPECT_EQ(sum.calls(), sum.syncs());
+  const std::vector<float> in = model.vectors().to_vector<float>(), out = model.output_vectors().to_vector<float>();
+  for (float v : in) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_TRUE(same_on_every_process(std::string(reinterpret_cast<const char*>(in.data()), in.size() * sizeof(float)) +
+                                    std::string(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(float))));
+}
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   tg::set_num_threads(1);
