@@ -1,7 +1,6 @@
 #include "dist/word2vec_sync.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 
 #include "graph/error.h"
@@ -14,9 +13,9 @@ std::vector<int64_t> shard_sentences(const std::vector<int64_t>& corpus, int ran
   out.reserve(corpus.size() / static_cast<size_t>(size) + 1);
   int64_t sentence = 0, run = 0;  // sentence number; words of the current line so far
   for (size_t i = 0; i < corpus.size();) {
-    // One sentence: up to the next -1, or 1,000 words of a longer line.
+    // One sentence: up to the next -1, or kWord2VecMaxSentence words of a longer line.
     size_t end = i;
-    while (end < corpus.size() && corpus[end] >= 0 && run < 1000) {
+    while (end < corpus.size() && corpus[end] >= 0 && run < kWord2VecMaxSentence) {
       ++end;
       ++run;
     }
@@ -35,35 +34,30 @@ std::vector<int64_t> hot_words(const Vocabulary& vocab, double sample, int64_t h
   TG_CHECK(hot_sync_words >= 0 && sample >= 0, "hot_words", "expected hot_sync_words >= 0 and sample >= 0, got {} and {}",
            hot_sync_words, sample);
   std::vector<int64_t> hot;
-  const auto total = static_cast<double>(vocab.total());
-  if (hot_sync_words == 0 || total <= 0) return hot;
-  const double sn = sample * total;
+  if (hot_sync_words == 0 || vocab.total() <= 0) return hot;
   for (int64_t i = 0; i < vocab.size(); ++i) {
-    const auto f = static_cast<double>(vocab.count(i));
-    const double keep = sample > 0 && f > 0 ? std::min(1.0, (std::sqrt(f / sn) + 1) * sn / f) : 1.0;
-    if (f * keep * static_cast<double>(hot_sync_words) >= total) hot.push_back(i);
+    const double kept = static_cast<double>(vocab.count(i)) * word2vec_keep_probability(vocab.count(i), vocab.total(), sample);
+    if (kept * static_cast<double>(hot_sync_words) >= static_cast<double>(vocab.total())) hot.push_back(i);
   }
   return hot;
 }
 
 Word2VecChangeSum::Word2VecChangeSum(Communicator& comm, const Word2Vec& model, int64_t corpus_words,
                                      const Word2VecSumOptions& opts)
-    : comm_(comm), dim_(model.options().dim), stream_(static_cast<uint64_t>(comm.rank())) {
+    : comm_(comm), dim_(model.options().dim) {
   TG_CHECK(opts.sync_words >= 1 && opts.hot_sync_words >= 0, "Word2VecChangeSum",
            "expected sync_words >= 1 and hot_sync_words >= 0, got {} and {}", opts.sync_words, opts.hot_sync_words);
   TG_CHECK(corpus_words >= 0, "Word2VecChangeSum", "corpus_words must be >= 0, got {}", corpus_words);
   TG_CHECK(model.output_vectors().defined(), "Word2VecChangeSum", "the model holds loaded vectors only; it cannot be trained");
-  const int64_t per_process = corpus_words * model.options().epochs / comm.size();
-  if (opts.hot_sync_words > 0 && opts.hot_sync_words < opts.sync_words) {
+  if (opts.hot_sync_words > 0 && opts.hot_sync_words < opts.sync_words)
     hot_ = hot_words(model.vocab(), model.options().sample, opts.hot_sync_words);
-    full_every_ = std::max<int64_t>(1, (opts.sync_words + opts.hot_sync_words / 2) / opts.hot_sync_words);
-  }
-  // In units of the interval between sums; at least one, at the end, so every process ends with the same vectors.
+  // Sums every `interval` words; every full_every_-th of them is a full one. At least one, at the
+  // end, so every process ends with the same vectors.
   const int64_t interval = hot_.empty() ? opts.sync_words : opts.hot_sync_words;
-  if (hot_.empty()) full_every_ = 1;
-  syncs_ = std::max<int64_t>(1, per_process / interval);
-  before_in_ = model.vectors().contiguous().to_vector<float>();
-  before_out_ = model.output_vectors().contiguous().to_vector<float>();
+  if (!hot_.empty()) full_every_ = std::max<int64_t>(1, (opts.sync_words + interval / 2) / interval);
+  syncs_ = std::max<int64_t>(1, corpus_words * model.options().epochs / comm.size() / interval);
+  before_in_ = model.vectors().to_vector<float>();
+  before_out_ = model.output_vectors().to_vector<float>();
 }
 
 int64_t Word2VecChangeSum::full_syncs() const {
@@ -74,7 +68,7 @@ int64_t Word2VecChangeSum::full_syncs() const {
 Word2VecSync Word2VecChangeSum::sync() {
   Word2VecSync s;
   s.syncs = syncs_;
-  s.stream = stream_;
+  s.stream = static_cast<uint64_t>(comm_.rank());
   s.fn = [this](Tensor& in, Tensor& out) {
     const int64_t call = calls_ + 1;
     sum(in, out, call % full_every_ == 0 || call == syncs_);
@@ -84,49 +78,29 @@ Word2VecSync Word2VecChangeSum::sync() {
 
 void Word2VecChangeSum::sum(Tensor& in, Tensor& out, bool full) {
   ++calls_;
-  TG_CHECK(in.numel() == static_cast<int64_t>(before_in_.size()) &&
-               out.numel() == static_cast<int64_t>(before_out_.size()),
+  TG_CHECK(in.numel() == static_cast<int64_t>(before_in_.size()) && out.numel() == static_cast<int64_t>(before_out_.size()),
            "Word2VecChangeSum", "the vectors are {} and {}, expected {} and {} floats (the model it was built for)",
            in.shape().str(), out.shape().str(), before_in_.size(), before_out_.size());
-  float* tables[2] = {in.data<float>(), out.data<float>()};
-  std::vector<float>* befores[2] = {&before_in_, &before_out_};
+  // The rows summed: every row, or the hot words'; both tables' changes go in one all-reduce.
   const auto D = static_cast<size_t>(dim_);
-  if (full) {  // both tables in one sum
-    const size_t n = before_in_.size();
-    delta_.resize(2 * n);
-    for (size_t t = 0; t < 2; ++t) {
-      const float* v = tables[t];
-      const float* b = befores[t]->data();
-      float* d = delta_.data() + t * n;
-      for (size_t i = 0; i < n; ++i) d[i] = v[i] - b[i];
-    }
-    comm_.all_reduce_sum(delta_.data(), static_cast<int64_t>(delta_.size()), "summing the word vectors' changes");
-    for (size_t t = 0; t < 2; ++t) {
-      float* v = tables[t];
-      float* b = befores[t]->data();
-      const float* d = delta_.data() + t * n;
-      for (size_t i = 0; i < n; ++i) v[i] = b[i] = b[i] + d[i];
-    }
-    return;
-  }
-  if (hot_.empty()) return;
-  // The hot words' rows of both tables, gathered into one buffer.
-  const size_t rows = hot_.size();
+  const size_t rows = full ? before_in_.size() / D : hot_.size();
+  if (rows == 0) return;
+  auto row = [&](size_t r) { return (full ? r : static_cast<size_t>(hot_[r])) * D; };
+  float* tables[2] = {in.data<float>(), out.data<float>()};
+  float* befores[2] = {before_in_.data(), before_out_.data()};
   delta_.resize(2 * rows * D);
   for (size_t t = 0; t < 2; ++t)
     for (size_t r = 0; r < rows; ++r) {
-      const size_t at = static_cast<size_t>(hot_[r]) * D;
-      const float* v = tables[t] + at;
-      const float* b = befores[t]->data() + at;
+      const float* v = tables[t] + row(r);
+      const float* b = befores[t] + row(r);
       float* d = delta_.data() + (t * rows + r) * D;
       for (size_t j = 0; j < D; ++j) d[j] = v[j] - b[j];
     }
-  comm_.all_reduce_sum(delta_.data(), static_cast<int64_t>(delta_.size()), "summing the frequent words' vector changes");
+  comm_.all_reduce_sum(delta_.data(), static_cast<int64_t>(delta_.size()), full ? "summing the word vectors' changes" : "summing the frequent words' vector changes");
   for (size_t t = 0; t < 2; ++t)
     for (size_t r = 0; r < rows; ++r) {
-      const size_t at = static_cast<size_t>(hot_[r]) * D;
-      float* v = tables[t] + at;
-      float* b = befores[t]->data() + at;
+      float* v = tables[t] + row(r);
+      float* b = befores[t] + row(r);
       const float* d = delta_.data() + (t * rows + r) * D;
       for (size_t j = 0; j < D; ++j) v[j] = b[j] = b[j] + d[j];
     }

@@ -28,8 +28,8 @@
 
 namespace tg::dist {
 
-// Sentence k of `corpus` (word ids, sentences ended by -1; lines longer than 1,000 words are cut
-// there, as Word2Vec::train cuts them) goes to process k % size, so every process sees all of the
+// Sentence k of `corpus` (word ids, sentences ended by -1; lines longer than kWord2VecMaxSentence
+// words are cut there, as Word2Vec::train cuts them) goes to process k % size, so every process sees all of the
 // text's topics at every point of an epoch.
 std::vector<int64_t> shard_sentences(const std::vector<int64_t>& corpus, int rank, int size);
 
@@ -39,8 +39,8 @@ struct Word2VecSumOptions {
 };
 
 // The hot words' ids for `hot_sync_words` (see above): word w is hot when
-// count(w) x keep(w) x hot_sync_words / total >= 1, keep(w) being word2vec's subsampling
-// probability for threshold `sample`. Empty when hot_sync_words is 0.
+// count(w) x keep(w) x hot_sync_words / total >= 1, keep(w) being
+// word2vec_keep_probability(count(w), total, sample). Empty when hot_sync_words is 0.
 std::vector<int64_t> hot_words(const Vocabulary& vocab, double sample, int64_t hot_sync_words);
 
 // Sums the processes' changes to a Word2Vec's vectors; pass sync() to Word2Vec::train. Keeps a
@@ -65,7 +65,6 @@ class Word2VecChangeSum {
   std::vector<int64_t> hot_;
   std::vector<float> before_in_, before_out_, delta_;
   int64_t dim_ = 0, syncs_ = 0, full_every_ = 1, calls_ = 0;
-  uint64_t stream_ = 0;
 };
 
 }  // namespace tg::dist

@@ -213,6 +213,12 @@ struct Worker {
 
 }  // namespace
 
+double word2vec_keep_probability(int64_t count, int64_t total, double sample) {
+  if (sample <= 0) return 1.0;
+  const double sn = sample * static_cast<double>(total), f = static_cast<double>(count);
+  return std::min(1.0, (std::sqrt(f / sn) + 1) * sn / f);
+}
+
 void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress,
                      const Word2VecSync& sync) {
   TG_CHECK(sync.syncs >= 0 && (sync.syncs == 0 || sync.fn), "Word2Vec::train", "sync needs syncs >= 0 and a function");
@@ -232,15 +238,9 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   std::vector<double> pw(static_cast<size_t>(V));
   for (int64_t i = 0; i < V; ++i) pw[static_cast<size_t>(i)] = std::pow(static_cast<double>(vocab_.count(i)), 0.75);
   const AliasTable noise(pw);
-  // Subsampling: keep word w with probability (sqrt(f / (s N)) + 1) (s N) / f.
-  std::vector<double> keep(static_cast<size_t>(V), 1.0);
-  if (opts_.sample > 0) {
-    const double sn = opts_.sample * static_cast<double>(vocab_.total());
-    for (int64_t i = 0; i < V; ++i) {
-      double f = static_cast<double>(vocab_.count(i));
-      keep[static_cast<size_t>(i)] = std::min(1.0, (std::sqrt(f / sn) + 1) * sn / f);
-    }
-  }
+  std::vector<double> keep(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i)
+    keep[static_cast<size_t>(i)] = word2vec_keep_probability(vocab_.count(i), vocab_.total(), opts_.sample);
   const int64_t corpus_words = std::count_if(corpus.begin(), corpus.end(), [](int64_t x) { return x >= 0; });
   const int64_t total = corpus_words * opts_.epochs;
 
@@ -274,7 +274,7 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
   // Each epoch's subsampled text: word ids with -1 closing each sentence (lines longer than the
   // original's 1,000 words are cut into sentences of that length, as it does).
   std::vector<int32_t> kept;
-  kept.reserve(corpus.size() + corpus.size() / 1000 + 2);
+  kept.reserve(corpus.size() + corpus.size() / kWord2VecMaxSentence + 2);
   // A process of several draws its own numbers (stream 0 is the single-process run).
   const uint64_t seed = sync.stream == 0 ? opts_.seed : mix_key(opts_.seed, sync.stream);
   Generator gen(seed + 1);
@@ -283,7 +283,7 @@ void Word2Vec::train(const std::vector<int64_t>& corpus, const std::function<voi
     int64_t read = 0;
     for (size_t pos = 0; pos < corpus.size(); ++pos) {
       const int64_t w = corpus[pos];
-      if (w < 0 || read == 1000) {
+      if (w < 0 || read == kWord2VecMaxSentence) {
         if (!kept.empty() && kept.back() >= 0) kept.push_back(-1);
         read = 0;
         if (w < 0) continue;

@@ -45,6 +45,13 @@ class Vocabulary {
 // Splits text on whitespace (what the original word2vec does; lower-case beforehand if wanted).
 std::vector<std::string> whitespace_tokens(const std::string& text, bool lowercase = false);
 
+// Lines longer than this are cut into sentences of this many words (as the original does).
+inline constexpr int64_t kWord2VecMaxSentence = 1000;
+
+// Subsampling: the probability that training keeps an occurrence of a word seen `count` times of
+// `total`, (sqrt(f / (s N)) + 1) (s N) / f capped at 1; 1 when `sample` is 0 (off).
+double word2vec_keep_probability(int64_t count, int64_t total, double sample);
+
 struct Word2VecOptions {
   bool cbow = false;       // false: skip-gram
   int64_t dim = 100;
