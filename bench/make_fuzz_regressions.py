@@ -66,6 +66,21 @@ for i, (key, value) in enumerate([("step", "abc"), ("step", "inf"), ("step", "")
         put("train_state", f"metadata_{i:02d}_{key.replace('.', '_')}", join(h, data))
 put("train_state", "truncated", ts[: len(ts) // 2])
 
+# ---- the run-folder issue: checkpoints that once made --resume delete or cut files it does not own
+# (the target resumes each in a scratch run folder beside run-outside.txt, tokenizer.txt and
+# checkpoint-0.safetensors, trains a step with keep_last 1, and aborts if any of them changed) ----
+victims = "../run-outside.txt\ntokenizer.txt\ncheckpoint-0.safetensors\nmetrics.jsonl"
+resumable = {"step": "1", "samples": "1", "metrics_bytes": "0", "rng.default": "1 2 3 4 0 0"}  # a consistent state
+for seed, name, meta in [
+    ("fresh.safetensors", "kept_outside_and_own_files", dict(resumable, kept=victims)),
+    ("fresh.safetensors", "kept_with_no_metrics_length", dict(resumable, kept=victims, metrics_bytes="-1")),
+    ("step1.safetensors", "metrics_cut_before_its_history", resumable),
+    ("fresh.safetensors", "step_past_samples", dict(resumable, step="100000000")),
+]:
+    header, data = split(read("train_state", seed))
+    header["__metadata__"].update(meta)
+    put("train_state", name, join(header, data))
+
 # ---- word2vec vectors ----
 put("word2vec", "header_huge_counts", "100000000 100000\nking 1 2 3\n")
 put("word2vec", "header_negative", "-3 4\n")

@@ -329,5 +329,122 @@ TEST(TrainLoop, GradReadyHookSeesEachCompleteGradientOnce) {
   EXPECT_GT(std::fabs(seen[0]) + std::fabs(seen[1]) + std::fabs(seen[2]), 0.1);
 }
 
+// ---- Run folders that cannot be turned against their owner: what a checkpoint says is checked ----
+
+// Rewrites a checkpoint with some metadata entries replaced (as someone sharing it could).
+void edit_checkpoint(const std::string& path, const std::map<std::string, std::string>& changes) {
+  tg::SafetensorsFile f = tg::load_safetensors(path).value();
+  for (const auto& [k, v] : changes) f.metadata[k] = v;
+  tg::save_safetensors(path, f.tensors, f.metadata).or_throw();
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(RunFolder, KeepLastDeletesOnlyTheFoldersOwnOlderCheckpoints) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("keep"), .max_steps = 3, .eval_at_end = false, .checkpoint_every = 1, .keep_last = 2};
+  { TrainingRun a(1, o); a.fit(data); }
+  // A victim outside the folder, the run's own files, and names close to the pattern.
+  const std::string victim = o.run_dir + "_victim.txt";
+  for (const std::string& f : {victim, o.run_dir + "/tokenizer.txt", o.run_dir + "/checkpoint-1.safetensors",
+                               o.run_dir + "/checkpoint-00000001.safetensors.bak", o.run_dir + "/checkpoint-0000000x.safetensors"})
+    tg::write_file_atomic(f, "keep me").or_throw();
+  const std::string victim_rel = "../" + fs::path(victim).filename().string();
+  edit_checkpoint(o.run_dir + "/checkpoint-00000003.safetensors",
+                  {{"kept", victim_rel + "\ntokenizer.txt\nmetrics.jsonl\ncheckpoint-1.safetensors\n" + victim}});
+  o.max_steps = 6;
+  TrainingRun b(1, o);
+  ASSERT_TRUE(b.trainer->resume().ok());
+  b.fit(data);
+  EXPECT_TRUE(fs::exists(victim));
+  EXPECT_EQ(names_in(o.run_dir),
+            (std::vector<std::string>{"checkpoint-00000001.safetensors.bak", "checkpoint-00000003.safetensors",
+                                      "checkpoint-00000005.safetensors", "checkpoint-00000006.safetensors",
+                                      "checkpoint-0000000x.safetensors", "checkpoint-1.safetensors", "metrics.jsonl",
+                                      "tokenizer.txt"}));
+  // checkpoint-3 stays (this run resumed from it); the next run, resumed from 6, lets it go.
+  o.max_steps = 7;
+  TrainingRun c(1, o);
+  ASSERT_TRUE(c.trainer->resume().ok());
+  c.fit(data);
+  EXPECT_FALSE(fs::exists(o.run_dir + "/checkpoint-00000003.safetensors"));
+  EXPECT_FALSE(fs::exists(o.run_dir + "/checkpoint-00000005.safetensors"));
+  EXPECT_TRUE(fs::exists(o.run_dir + "/checkpoint-00000006.safetensors"));
+  EXPECT_TRUE(fs::exists(o.run_dir + "/checkpoint-00000007.safetensors"));
+  fs::remove(victim);
+}
+
+// Each edit is refused with one line naming the file, and nothing in the folder changes.
+TEST(RunFolder, ResumeRefusesAPositionOrMetricsCutThatDisagreesWithTheFiles) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("edited"), .max_steps = 6, .eval_every = 2};
+  { TrainingRun a(1, o); a.fit(data); }
+  const std::string ckpt = o.run_dir + "/checkpoint-00000006.safetensors", metrics = o.run_dir + "/metrics.jsonl";
+  const std::string original = slurp(ckpt), log = slurp(metrics);
+  const int64_t bytes = tg::train::peek_train_state(ckpt).value().metrics_bytes;
+  ASSERT_EQ(bytes, static_cast<int64_t>(log.size()));
+  const int64_t earlier_line_end = static_cast<int64_t>(log.rfind('\n', log.size() - 2)) + 1;
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"metrics_bytes", "0"}}, "its first 0 bytes"},
+      {{{"metrics_bytes", std::to_string(earlier_line_end)}}, "an edited checkpoint, or the log of another run"},
+      {{{"metrics_bytes", std::to_string(bytes - 3)}}, "is not the end of a line"},
+      {{{"metrics_bytes", std::to_string(bytes + 10)}}, "fewer than the"},
+      {{{"metrics_bytes", "-1"}}, "records no length of metrics.jsonl"},
+      {{{"step", "3"}}, "its name says step 6"},
+      {{{"step", "100000000"}}, "its name says step 6"},
+      {{{"samples", "2"}}, "each step takes at least one sample"},
+  };
+  for (const auto& [changes, expected] : cases) {
+    edit_checkpoint(ckpt, changes);
+    TrainingRun b(1, o);
+    tg::Status s = b.trainer->resume();
+    ASSERT_FALSE(s.ok()) << expected;
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("checkpoint-00000006"), std::string::npos) << s.message();
+    EXPECT_EQ(slurp(metrics), log) << expected;
+    tg::write_file_atomic(ckpt, original).or_throw();
+  }
+  // Renamed to agree with an edited step: the optimizer's own count still tells.
+  edit_checkpoint(ckpt, {{"step", "3"}});
+  fs::rename(ckpt, o.run_dir + "/checkpoint-00000003.safetensors");
+  for (int i : {2, 4}) fs::remove(o.run_dir + fmt::format("/checkpoint-{:08}.safetensors", i));
+  TrainingRun c(1, o);
+  tg::Status s = c.trainer->resume();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("disagrees with the optimizer's step count 6"), std::string::npos) << s.message();
+  EXPECT_EQ(slurp(metrics), log);
+}
+
+TEST(RunFolder, ALinkLeadingOutOfTheFolderIsRefusedByName) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("link"), .max_steps = 2, .eval_at_end = false};
+  { TrainingRun a(1, o); a.fit(data); }
+  const std::string outside = o.run_dir + "_outside.jsonl";
+  tg::write_file_atomic(outside, "").or_throw();
+  fs::rename(o.run_dir + "/metrics.jsonl", o.run_dir + "/metrics.real");
+  fs::create_symlink(outside, o.run_dir + "/metrics.jsonl");
+  TrainingRun b(1, o);
+  tg::Status s = b.trainer->resume();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("metrics.jsonl: a symbolic link to"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("outside the run folder"), std::string::npos) << s.message();
+  s = tg::train::check_run_dir(o.run_dir, true, false);
+  EXPECT_FALSE(s.ok());
+  TrainingRun c(1, o);
+  EXPECT_FALSE(c.trainer->start(/*overwrite=*/true).ok());
+  EXPECT_EQ(slurp(outside), "");
+  // A link that stays inside the folder is followed as before.
+  fs::remove(o.run_dir + "/metrics.jsonl");
+  fs::create_symlink("metrics.real", o.run_dir + "/metrics.jsonl");
+  TrainingRun d(1, o);
+  EXPECT_TRUE(d.trainer->resume().ok()) << "a link inside the folder";
+  fs::remove(outside);
+}
+
 }  // namespace
 }  // namespace tgt

@@ -42,27 +42,6 @@ bool rng_from_string(const std::string& text, Generator::State& s) {
   return true;
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out.push_back('\n');
-    out.append(s);
-  }
-  return out;
-}
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  size_t b = 0;
-  while (b < s.size()) {
-    size_t e = s.find('\n', b);
-    if (e == std::string::npos) e = s.size();
-    out.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return out;
-}
-
 // The metadata and history of a parsed file; model and optimizer tensors are left to the caller.
 Result<TrainState> read_state(const SafetensorsFile& f, const std::string& path, StateDict* model_sd, StateDict* optim_sd) {
   const Metadata& m = f.metadata;
@@ -96,9 +75,7 @@ Result<TrainState> read_state(const SafetensorsFile& f, const std::string& path,
   TG_GET(st.best_step, metadata_int(m, "early_stop.best_step", path, 0, kMaxCount));
   TG_GET(st.bad_evals, metadata_int(m, "early_stop.bad_evals", path, 0, kMaxCount));
   TG_GET(st.metrics_bytes, metadata_int(m, "metrics_bytes", path, -1, kMaxCount));
-  std::string kept;
-  TG_GET(kept, metadata_string(m, "kept", path));
-  st.kept = split_lines(kept);
+  // "kept" (a list of file names older versions wrote) is ignored: files to delete come from the folder.
   TG_GET(st.config_hash, metadata_string(m, "config_hash", path));
   TG_GET(st.tokenizer_fingerprint, metadata_string(m, "tokenizer_fingerprint", path));
 #undef TG_GET
@@ -156,7 +133,6 @@ void build_state(const TrainState& st, const Module& model, const Optimizer& opt
   if (st.has_best) meta["early_stop.best"] = fmt::format("{:.17g}", st.best);
   meta["early_stop.best_step"] = std::to_string(st.best_step);
   meta["early_stop.bad_evals"] = std::to_string(st.bad_evals);
-  meta["kept"] = join(st.kept);
   meta["metrics_bytes"] = std::to_string(st.metrics_bytes);
   meta["config_hash"] = st.config_hash;
   meta["tokenizer_fingerprint"] = st.tokenizer_fingerprint;
@@ -187,6 +163,23 @@ Result<TrainState> load_parsed(const Result<SafetensorsFile>& f, const std::stri
   return st;
 }
 }  // namespace
+
+int64_t checkpoint_step(std::string_view name) {
+  constexpr std::string_view kPrefix = "checkpoint-", kSuffix = ".safetensors";
+  if (name.size() < kPrefix.size() + 8 + kSuffix.size() || name.substr(0, kPrefix.size()) != kPrefix ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix)
+    return -1;
+  const std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.size() > 18) return -1;
+  int64_t step = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    step = step * 10 + (c - '0');
+  }
+  return step;
+}
+
+std::string checkpoint_name(int64_t step) { return fmt::format("checkpoint-{:08}.safetensors", step); }
 
 Status save_train_state(const std::string& path, const TrainState& st, const Module& model, const Optimizer& opt) {
   StateDict all;

@@ -6,8 +6,11 @@
 //             "history.<kind>/<name>"  float64 [n, 2]: (step, value) of every logged metric
 //   metadata  "format" = "tapegrad.train_state", "version" = "1", "optimizer", "lr",
 //             "rng.<stream>" (each random generator's state), "step", "micro_step", "epoch",
-//             "epoch_samples", "samples", "sampler_seed", "seconds", "early_stop.*", "kept",
-//             "metrics_bytes", "config_hash", "tokenizer_fingerprint", and "user.<key>" entries.
+//             "epoch_samples", "samples", "sampler_seed", "seconds", "early_stop.*", "metrics_bytes",
+//             "config_hash", "tokenizer_fingerprint", and "user.<key>" entries.
+//
+// Nothing in a checkpoint names a file: which checkpoints a run keeps is derived from the names in
+// its folder (checkpoint_step), never from a list stored in a file someone may have edited.
 //
 // The data position is counted in global samples (so a run on 2 processes can resume on 1).
 // Loading parses every number strictly and checks every name and shape before anything changes:
@@ -42,13 +45,17 @@ struct TrainState {
   double best = 0;
   bool has_best = false;
   int64_t best_step = 0, bad_evals = 0;
-  std::vector<std::string> kept{};  // checkpoint files kept (keep-last-K), oldest first
   int64_t metrics_bytes = -1;     // metrics.jsonl's length when this state was saved
   History history{};
   std::string config_hash{}, tokenizer_fingerprint{};
   std::map<std::string, Generator::State> rngs{};  // every random stream; "default" is tg::default_generator()
   Metadata user{};                                 // the program's own entries
 };
+
+// "checkpoint-00000020.safetensors" -> 20; -1 for any other name. Exactly "checkpoint-", eight or
+// more digits (the step, zero-padded) and ".safetensors": the only files keep-last-K deletes.
+int64_t checkpoint_step(std::string_view file_name);
+std::string checkpoint_name(int64_t step);
 
 // Saves state + model + optimizer (the generators are taken from state.rngs).
 Status save_train_state(const std::string& path, const TrainState& state, const Module& model, const Optimizer& opt);

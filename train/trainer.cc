@@ -134,6 +134,8 @@ struct Trainer::Impl {
   std::unique_ptr<dist::GradientSync> sync;
   std::map<std::string, size_t> sync_index;  // parameter name -> index in sync
   int64_t last_eval_step = -1, last_save_step = -1;
+  std::string resumed_from;  // the checkpoint file this run continued from (keep-last-K spares it)
+  std::string last_good;     // the newest checkpoint this run wrote or resumed from
 };
 
 Trainer::Trainer(Module& model, Optimizer& opt, TrainerOptions options)
@@ -165,13 +167,9 @@ double Trainer::elapsed() const {
   return impl_->seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->clock).count();
 }
 
-std::string Trainer::checkpoint_path(int64_t step) const {
-  return fmt::format("{}/checkpoint-{:08}.safetensors", opts_.run_dir, step);
-}
+std::string Trainer::checkpoint_path(int64_t step) const { return opts_.run_dir + "/" + checkpoint_name(step); }
 
-std::string Trainer::last_checkpoint() const {
-  return state_.kept.empty() ? "" : opts_.run_dir + "/" + state_.kept.back();
-}
+std::string Trainer::last_checkpoint() const { return impl_->last_good; }
 
 void remove_stale_temporaries(const std::string& dir) {
   std::error_code ec;
@@ -183,8 +181,39 @@ void remove_stale_temporaries(const std::string& dir) {
 }
 
 namespace {
-bool is_checkpoint_name(const std::string& name) {
-  return name.rfind("checkpoint-", 0) == 0 && name.size() > 23 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
+bool is_checkpoint_name(const std::string& name) { return checkpoint_step(name) >= 0; }
+
+// The checkpoint files of a folder (regular files with the exact name pattern), oldest step first.
+std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const int64_t step = checkpoint_step(name);
+    std::error_code sec;
+    if (step >= 0 && e.symlink_status(sec).type() == fs::file_type::regular) out.emplace_back(step, name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A run writes only inside its folder: an entry that is a symbolic link resolving outside it would
+// let whoever prepared the folder make the run append to or replace a file elsewhere.
+Status check_no_link_out(const std::string& dir) {
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(dir, ec);
+  if (ec) return io_error("{}: cannot resolve the run folder ({})", dir, ec.message());
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::error_code lec;
+    if (!e.is_symlink(lec)) continue;
+    const fs::path target = fs::weakly_canonical(e.path(), lec);
+    const auto mismatch = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+    if (lec || mismatch.first != root.end())
+      return io_error("{}: a symbolic link to {}, outside the run folder; a run writes only inside its folder (remove the "
+                      "link or choose another folder)", e.path().string(), lec ? "an unresolvable place" : target.string());
+  }
+  if (ec) return io_error("{}: cannot list the run folder ({})", dir, ec.message());
+  return {};
 }
 }  // namespace
 
@@ -202,8 +231,64 @@ std::vector<fs::path> earlier_run(const std::string& dir) {
 }
 }  // namespace
 
+namespace {
+// A checkpoint's position must agree with itself: the step in its file name (when it has the
+// pattern's name), the samples consumed (at least one a step), the epoch's share of them.
+Status check_position(const std::string& file, const TrainState& st) {
+  const int64_t named = checkpoint_step(fs::path(file).filename().string());
+  if (named >= 0 && named != st.step)
+    return io_error("{}: records step {}, but its name says step {} (an edited or renamed checkpoint)", file, st.step, named);
+  if (st.samples < st.step || st.epoch_samples > st.samples)
+    return io_error("{}: records step {} after {} samples, {} of them in the current epoch (each step takes at least one "
+                    "sample, and an epoch's share cannot exceed the total): an edited checkpoint", file, st.step, st.samples,
+                    st.epoch_samples);
+  return {};
+}
+
+// metrics.jsonl is cut back to the length the checkpoint recorded: that length must end a line of
+// the file and the lines before it must be exactly the metrics the checkpoint holds, or the cut
+// would drop or keep the wrong lines.
+Status check_metrics_cut(const std::string& metrics, const std::string& file, const TrainState& st) {
+  const int64_t keep = st.metrics_bytes;
+  if (keep < 0) return io_error("{}: records no length of metrics.jsonl (metrics_bytes {}): not a checkpoint of a run folder", file, keep);
+  std::string bytes;
+  std::error_code ec;
+  if (fs::exists(metrics, ec)) {
+    Result<std::string> r = read_file(metrics);
+    if (!r.ok()) return r.status();
+    bytes = std::move(*r);
+  }
+  if (static_cast<int64_t>(bytes.size()) < keep)
+    return io_error("{}: has {} bytes, fewer than the {} recorded in {} (the log was cut or replaced)", metrics, bytes.size(),
+                    keep, file);
+  if (keep > 0 && bytes[static_cast<size_t>(keep) - 1] != '\n')
+    return io_error("{}: byte {} recorded in {} is not the end of a line (not the log this run wrote)", metrics, keep, file);
+  Result<History> logged = Metrics::parse(std::string_view(bytes).substr(0, static_cast<size_t>(keep)), metrics);
+  if (!logged.ok()) return logged.status();
+  History saved;  // the log writes non-finite values as null, which parse skips
+  for (const auto& [name, pts] : st.history)
+    for (const auto& p : pts)
+      if (std::isfinite(p.second)) saved[name].push_back(p);
+  if (*logged != saved) {
+    auto last = [](const History& h) {
+      size_t n = 0;
+      double step = 0;
+      for (const auto& [name, pts] : h) {
+        n += pts.size();
+        for (const auto& p : pts) step = std::max(step, p.first);
+      }
+      return fmt::format("{} values up to step {}", n, step);
+    };
+    return io_error("{}: its first {} bytes, where {} says to cut it, hold {}, but the checkpoint recorded {} (an edited "
+                    "checkpoint, or the log of another run)", metrics, keep, file, last(*logged), last(saved));
+  }
+  return {};
+}
+}  // namespace
+
 Status check_run_dir(const std::string& dir, bool resume, bool overwrite, bool can_resume) {
   if (resume && overwrite) return Status::error("--resume and --overwrite exclude each other");
+  TG_RETURN_IF_ERROR(check_no_link_out(dir));
   const std::vector<fs::path> earlier = earlier_run(dir);
   if (resume) {
     for (const auto& p : earlier)
@@ -233,6 +318,7 @@ Status Trainer::start(bool overwrite) {
   Status s;
   if (!opts_.run_dir.empty() && comm_->is_main()) {  // only process 0 touches the run folder
     s = make_dirs(opts_.run_dir);
+    if (s.ok()) s = check_no_link_out(opts_.run_dir);
     if (s.ok()) {
       remove_stale_temporaries(opts_.run_dir);
       s = check_run_dir(opts_.run_dir, false, overwrite);
@@ -375,15 +461,11 @@ Status Trainer::resume_here(const std::string& path) {
   if (file.empty()) {
     if (opts_.run_dir.empty()) return Status::error("resume: no run_dir and no checkpoint path given");
     remove_stale_temporaries(opts_.run_dir);
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(opts_.run_dir, ec))
-      if (is_checkpoint_name(e.path().filename().string())) names.push_back(e.path().filename().string());
-    if (ec) return io_error("{}: cannot resume: {}", opts_.run_dir, ec.message());
-    if (names.empty()) return io_error("{}: no checkpoint-*.safetensors to resume from", opts_.run_dir);
-    std::sort(names.begin(), names.end());
-    file = opts_.run_dir + "/" + names.back();
+    const auto found = checkpoints_in(opts_.run_dir);
+    if (found.empty()) return io_error("{}: no checkpoint-*.safetensors to resume from", opts_.run_dir);
+    file = opts_.run_dir + "/" + found.back().second;
   }
+  if (!opts_.run_dir.empty()) TG_RETURN_IF_ERROR(check_no_link_out(opts_.run_dir));
   Result<TrainState> peek = peek_train_state(file);
   if (!peek.ok()) return peek.status();
   if (peek->config_hash != opts_.config_hash)
@@ -399,9 +481,16 @@ Status Trainer::resume_here(const std::string& path) {
     return io_error("{}: saved in the middle of gradient accumulation (micro_step {}), which this version does not resume", file,
                     peek->micro_step);
   if (!peek->rngs.count("default")) return io_error("{}: metadata 'rng.default' is missing", file);
+  TG_RETURN_IF_ERROR(check_position(file, *peek));
+  if (!opts_.run_dir.empty()) TG_RETURN_IF_ERROR(check_metrics_cut(opts_.run_dir + "/metrics.jsonl", file, *peek));
   Result<TrainState> st = load_train_state(file, model_, opt_);
   if (!st.ok()) return st.status();
+  if (opt_.steps() != st->step)
+    return io_error("{}: its step {} disagrees with the optimizer's step count {} stored beside it (an edited or mixed-up "
+                    "checkpoint)", file, st->step, opt_.steps());
   state_ = std::move(*st);
+  impl_->resumed_from = fs::path(file).filename().string();
+  impl_->last_good = file;
   default_generator().set_state(state_.rngs.at("default"));
   impl_->seconds_before = state_.seconds;
   impl_->clock = std::chrono::steady_clock::now();
@@ -428,26 +517,22 @@ std::string Trainer::save_checkpoint() {
   state_.seconds = elapsed();
   state_.rngs["default"] = default_generator().state();
   state_.metrics_bytes = impl_->metrics ? impl_->metrics->bytes() : -1;
-  std::vector<std::string> old = state_.kept;
-  state_.kept.erase(std::remove(state_.kept.begin(), state_.kept.end(), name), state_.kept.end());
-  state_.kept.push_back(name);
-  std::vector<std::string> drop;
-  while (static_cast<int64_t>(state_.kept.size()) > opts_.keep_last) {
-    drop.push_back(state_.kept.front());
-    state_.kept.erase(state_.kept.begin());
-  }
   if (callbacks.before_save) callbacks.before_save(state_);
   impl_->last_save_step = state_.step;
-  if (comm_->is_main()) {  // the same bookkeeping everywhere; process 0 writes
-    Status s = save_train_state(path, state_, model_, opt_);
-    if (!s.ok()) {
-      state_.kept = old;
-      throw Error(s.message());
+  if (comm_->is_main()) {  // process 0 writes
+    save_train_state(path, state_, model_, opt_).or_throw();
+    // Keep the newest keep_last checkpoints of the folder, found by their names, and the one this run
+    // resumed from. Only after the new one is safely written.
+    const auto found = checkpoints_in(opts_.run_dir);
+    for (size_t i = 0; i + static_cast<size_t>(opts_.keep_last) < found.size(); ++i) {
+      const std::string& file = found[i].second;
+      if (file == name || file == impl_->resumed_from) continue;
+      std::error_code ec;
+      fs::remove(opts_.run_dir + "/" + file, ec);
     }
-    std::error_code ec;
-    for (const auto& d : drop) fs::remove(opts_.run_dir + "/" + d, ec);  // only after the new one is safely written
     if (callbacks.on_checkpoint) callbacks.on_checkpoint(path);
   }
+  impl_->last_good = path;
   if (distributed()) {  // the others wait for the write with the patient limit, not a step's
     dist::PatientWaits patient(*comm_);
     comm_->barrier("process 0 writing a checkpoint");

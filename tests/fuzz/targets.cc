@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -50,6 +51,8 @@ void safetensors(const uint8_t* data, size_t size) {
   if (!again.ok() || again->tensors.size() != f->tensors.size()) std::abort();
 }
 
+using train::Trainer;
+
 void train_state(const uint8_t* data, size_t size) {
   static Linear* model = [] {
     manual_seed(1);
@@ -57,7 +60,51 @@ void train_state(const uint8_t* data, size_t size) {
   }();
   static AdamW* opt = new AdamW(model->named_parameters(), {.lr = 1e-3});
   Result<train::TrainState> s = train::parse_train_state(view(data, size), "fuzz", *model, *opt);
-  if (s.ok()) (void)train::serialize_train_state(*s, *model, *opt);
+  if (!s.ok()) return;
+  (void)train::serialize_train_state(*s, *model, *opt);
+  // What loads is resumed in a run folder beside files the run does not own: whatever the
+  // checkpoint says, resuming and training a step may change metrics.jsonl and the folder's own
+  // checkpoints, and nothing else.
+  namespace fs = std::filesystem;
+  const std::string run = fs::path(as_file("", ".scratch")).parent_path().string() + "/run";
+  const std::string outside = run + "-outside.txt";
+  std::error_code ec;
+  fs::remove_all(run, ec);
+  fs::create_directories(run);
+  const std::string metrics = "{\"kind\": \"train\", \"step\": 1, \"loss\": 2}\n";
+  const std::vector<std::pair<std::string, std::string>> owned_by_others = {
+      {outside, "outside"}, {run + "/tokenizer.txt", "tokenizer"}, {run + "/checkpoint-0.safetensors", "not ours"}};
+  for (const auto& [path, bytes] : owned_by_others) write_file_atomic(path, bytes).or_throw();
+  write_file_atomic(run + "/metrics.jsonl", metrics).or_throw();
+  write_file_atomic(run + "/" + train::checkpoint_name(s->step), view(data, size)).or_throw();
+  bool resumed = false;
+  try {
+    Trainer trainer(*model, *opt, {.run_dir = run, .max_steps = std::min<int64_t>(s->step + 1, int64_t{1} << 40), .keep_last = 1,
+                                   .show_progress = false, .handle_interrupts = false});
+    const Status resumed_status = trainer.resume();
+    resumed = resumed_status.ok();
+    if (std::getenv("TG_FUZZ_DEBUG"))
+      std::fprintf(stderr, "train_state: resume: %s\n", resumed ? "ok" : resumed_status.message().c_str());
+    if (resumed) {
+      trainer.fit(train::ShuffledSampler(4, 2), [&](const std::vector<int64_t>& ids) {
+        return train::StepOutput{tg::sum(model->forward(ones({static_cast<int64_t>(ids.size()), 3}))), 1.0};
+      });
+    }
+  } catch (const Error& e) {
+    if (std::getenv("TG_FUZZ_DEBUG")) std::fprintf(stderr, "train_state: %s\n", e.what());
+  }
+  // metrics.jsonl: unchanged, or (resumed) cut back no further than the checkpoint said and appended to.
+  Result<std::string> log = read_file(run + "/metrics.jsonl");
+  const size_t kept = resumed ? static_cast<size_t>(std::clamp<int64_t>(s->metrics_bytes, 0, static_cast<int64_t>(metrics.size())))
+                              : metrics.size();
+  bool changed = !log.ok() || log->compare(0, kept, metrics, 0, kept) != 0 || (!resumed && *log != metrics);
+  for (const auto& [path, bytes] : owned_by_others) {
+    Result<std::string> now = read_file(path);
+    if (changed || !now.ok() || *now != bytes) {
+      std::fprintf(stderr, "train_state: resuming changed or removed %s\n", changed ? "metrics.jsonl" : path.c_str());
+      std::abort();
+    }
+  }
 }
 
 void word2vec(const uint8_t* data, size_t size) {
