@@ -16,6 +16,7 @@ void fill_with(const Tensor& t, F&& f) {
     case DType::Float64: { double* p = t.data<double>(); for (int64_t i = 0; i < n; ++i) p[i] = f(i); break; }
     case DType::Int64: { int64_t* p = t.data<int64_t>(); for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(f(i)); break; }
     case DType::Bool: { bool* p = t.data<bool>(); for (int64_t i = 0; i < n; ++i) p[i] = f(i) != 0; break; }
+    case DType::BFloat16: { bfloat16* p = t.data<bfloat16>(); for (int64_t i = 0; i < n; ++i) p[i] = bfloat16(static_cast<float>(f(i))); break; }
   }
 }
 

@@ -23,6 +23,7 @@ struct Printer {
       case DType::Float64: return t.data<double>()[i];
       case DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
       case DType::Bool: return t.data<bool>()[i];
+      case DType::BFloat16: return static_cast<float>(t.data<bfloat16>()[i]);
     }
     return 0;
   }
@@ -106,7 +107,7 @@ std::string to_string(const Tensor& t) {
   else p.body(out, 0, 0, 7);
   bool extra = false;
   if (t.dim() > 0 && t.numel() == 0) { out += fmt::format(", size={}", t.shape()); extra = true; }
-  if (t.dtype() == kFloat64 || t.dtype() == kBool) out += fmt::format(", dtype={}", t.dtype());
+  if (t.dtype() != kFloat32 && t.dtype() != kInt64) out += fmt::format(", dtype={}", t.dtype());
   if (t.requires_grad()) {
     if (!t.is_leaf()) out += fmt::format(", grad_fn=<{}>", t.grad_fn_name());
     else out += ", requires_grad=true";

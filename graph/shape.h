@@ -8,25 +8,31 @@
 
 #include <fmt/core.h>
 
+#include "bfloat16.h"
 #include "small_vector.h"
 
 namespace tg {
 
-enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+// BFloat16 is a storage and matrix-product type (tg/graph/bfloat16.h): to, copies, printing,
+// comparisons, add/sub/mul/div, embedding and matmul/linear take it; every other op refuses it
+// naming itself. Under tg::AutocastGuard float32 models compute their products in it.
+enum class DType : uint8_t { Float32, Float64, Int64, Bool, BFloat16 };
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
 inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kBool = DType::Bool;
+inline constexpr DType kBFloat16 = DType::BFloat16;
 
 size_t dtype_size(DType d);
 const char* dtype_name(DType d);
-inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
+inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::BFloat16; }
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::Float32; }
 template <> constexpr DType dtype_of<double>() { return DType::Float64; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::BFloat16; }
 
 // Dimensions of a tensor, outermost first. Rank 0 (empty) is a scalar.
 class Shape : public SmallVector<int64_t, 6> {

@@ -16,7 +16,8 @@ void fail_wrong_dtype(DType have, DType want) {
   fail("data", "tensor has dtype {}, requested {}", have, want);
 }
 void fail_unsupported_dtype(const char* op, DType d) {
-  fail(op, "dtype {} is not supported (expected float32 or float64)", d);
+  fail(op, "dtype {} is not supported (expected float32 or float64{})", d,
+       d == DType::BFloat16 ? "; bfloat16 tensors take to, copies, comparisons, add/sub/mul/div, embedding and matmul" : "");
 }
 }  // namespace detail
 
@@ -49,6 +50,7 @@ double Tensor::item() const {
     case DType::Float64: return *data<double>();
     case DType::Int64: return static_cast<double>(*data<int64_t>());
     case DType::Bool: return *data<bool>() ? 1.0 : 0.0;
+    case DType::BFloat16: return static_cast<float>(*data<bfloat16>());
   }
   return 0;
 }
@@ -64,6 +66,11 @@ std::vector<T> Tensor::to_vector() const {
     case DType::Float64: copy(data<double>()); break;
     case DType::Int64: copy(data<int64_t>()); break;
     case DType::Bool: copy(data<bool>()); break;
+    case DType::BFloat16: {
+      const bfloat16* p = data<bfloat16>();
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(static_cast<float>(p[i]));
+      break;
+    }
   }
   return out;
 }

@@ -38,7 +38,7 @@ struct DTypeInfo {
 
 bool dtype_info(const std::string& s, DTypeInfo& out) {
   static const DTypeInfo kTypes[] = {{"F32", 4, kFloat32}, {"F64", 8, kFloat64}, {"I64", 8, kInt64},
-                                     {"BOOL", 1, kBool},   {"F16", 2, kFloat32}, {"BF16", 2, kFloat32},
+                                     {"BOOL", 1, kBool},   {"F16", 2, kFloat32}, {"BF16", 2, kBFloat16},
                                      {"I32", 4, kInt64}};
   for (const auto& t : kTypes)
     if (s == t.name) {
@@ -54,6 +54,7 @@ const char* st_dtype_name(DType d) {
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
   }
   return "?";
 }
@@ -238,12 +239,12 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::str
     const char* src = data + e.begin;
     const int64_t count = t.numel();
     std::string tn = e.type.name;
-    if (tn == "F16" || tn == "BF16") {
+    if (tn == "F16") {
       float* dst = t.data<float>();
       for (int64_t i = 0; i < count; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = tn == "F16" ? half_to_float(h) : std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+        dst[i] = half_to_float(h);
       }
     } else if (tn == "I32") {
       int64_t* dst = t.data<int64_t>();

@@ -29,8 +29,8 @@ struct SafetensorsFile {
   Metadata metadata;
 };
 
-// dtypes written: F32, F64, I64, BOOL. Read: also F16 and BF16 (converted to float32) and I32
-// (to int64).
+// dtypes written: F32, F64, BF16, I64, BOOL. Read: also F16 (converted to float32) and I32 (to
+// int64); BF16 stays bfloat16 (a loader converts it to its parameters' dtype).
 Status save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
 Result<SafetensorsFile> load_safetensors(const std::string& path);
 // The same checks on bytes in memory; `source` names them in messages.

@@ -174,7 +174,7 @@ void Module::load_state_dict(const StateDict& sd, bool strict) {
     const Tensor& src = sd.at(n);
     TG_CHECK(src.shape() == p.shape(), "load_state_dict",
              "shape mismatch for '{}': the checkpoint has {}, the model expects {}", n, src.shape(), p.shape());
-    TG_CHECK(src.dtype() == kFloat32 || src.dtype() == kFloat64, "load_state_dict",
+    TG_CHECK(is_floating(src.dtype()), "load_state_dict",
              "'{}' has dtype {} (expected a float type)", n, src.dtype());
   }
   NoGradGuard ng;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "graph/factory.h"
+#include "ops/kernels/bf16.h"
 #include "ops/op_util.h"
 #include "ops/reduce.h"
 
@@ -18,8 +19,8 @@ namespace k = kernels;
 
 namespace {
 
-// Brings a and b to one float dtype: float64 wins over float32; int64/bool convert to the
-// other operand's float dtype. Two non-float operands are an error naming op.
+// Brings a and b to one float dtype: float64 wins over float32, float32 over bfloat16; int64/bool
+// convert to the other operand's float dtype. Two non-float operands are an error naming op.
 std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b, const char* op) {
   detail::check_defined(a, op, "first input");
   detail::check_defined(b, op, "second input");
@@ -31,11 +32,20 @@ std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b, const char* 
   TG_CHECK(is_floating(a.dtype()) || is_floating(b.dtype()), op,
            "expected float32 or float64 tensors, got {} of shape {} and {} of shape {}", a.dtype(), a.shape(),
            b.dtype(), b.shape());
-  DType d = (a.dtype() == kFloat64 || b.dtype() == kFloat64) ? kFloat64 : kFloat32;
+  DType d = (a.dtype() == kFloat64 || b.dtype() == kFloat64)   ? kFloat64
+            : (a.dtype() == kFloat32 || b.dtype() == kFloat32) ? kFloat32
+                                                               : kBFloat16;
   return {to(a, d), to(b, d)};
 }
 
+// bfloat16 arithmetic is computed in float32 and rounded once, as PyTorch does; the two casts
+// carry the gradient (which reaches a and b as bfloat16).
+Tensor via_float32(Tensor (*op)(const Tensor&, const Tensor&), const Tensor& a, const Tensor& b) {
+  return to(op(to(a, kFloat32), to(b, kFloat32)), kBFloat16);
+}
+
 Tensor affine(const char* op, const Tensor& x, double alpha, double beta) {
+  if (x.defined() && x.dtype() == kBFloat16) return to(affine(op, to(x, kFloat32), alpha, beta), kBFloat16);
   Tensor out = unary_forward(op, x, [&](auto t) {
     using T = decltype(t);
     return k::Affine<T>{static_cast<T>(alpha), static_cast<T>(beta)};
@@ -54,6 +64,7 @@ Tensor as_float_mask(const Tensor& m, const Tensor& like) { return to(m, like.dt
 
 Tensor add(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "add");
+  if (a.dtype() == kBFloat16) return via_float32(add, a, b);
   Tensor out = binary_forward("add", a, b, k::Add{});
   return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
     return Grads{n.needs(0) ? sum_to(g, sa) : Tensor(), n.needs(1) ? sum_to(g, sb) : Tensor()};
@@ -62,6 +73,7 @@ Tensor add(const Tensor& a0, const Tensor& b0) {
 
 Tensor sub(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "sub");
+  if (a.dtype() == kBFloat16) return via_float32(sub, a, b);
   Tensor out = binary_forward("sub", a, b, k::Sub{});
   return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
     return Grads{n.needs(0) ? sum_to(g, sa) : Tensor(), n.needs(1) ? sum_to(neg(g), sb) : Tensor()};
@@ -70,6 +82,7 @@ Tensor sub(const Tensor& a0, const Tensor& b0) {
 
 Tensor mul(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "mul");
+  if (a.dtype() == kBFloat16) return via_float32(mul, a, b);
   Tensor out = binary_forward("mul", a, b, k::Mul{});
   return record("mul", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     return Grads{n.needs(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
@@ -79,6 +92,7 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "div");
+  if (a.dtype() == kBFloat16) return via_float32(div, a, b);
   Tensor out = binary_forward("div", a, b, k::Div{});
   return record("div", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     Tensor gb;  // d(a/b)/db = -a / b^2
@@ -276,6 +290,28 @@ void dispatch_all(DType d, F&& f) {
     case DType::Float64: f(double{}); break;
     case DType::Int64: f(int64_t{}); break;
     case DType::Bool: f(bool{}); break;
+    case DType::BFloat16: detail::fail("to", "bfloat16 goes through float32");  // handled by convert_into
+  }
+}
+
+// The bits of a bfloat16 tensor, for the kernels (which know no tg::bfloat16).
+uint16_t* bf16_bits(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data<bfloat16>()); }
+
+// x's values converted into out (same shape), any dtypes; bfloat16 goes through float32.
+void convert_into(const Tensor& x, const Tensor& out) {
+  const int64_t n = x.numel();
+  if (x.dtype() == kBFloat16) {
+    Tensor f = out.dtype() == kFloat32 ? out : Tensor::empty(x.shape(), kFloat32);
+    k::bf16_to_float(bf16_bits(x), f.data<float>(), n);
+    if (!f.same(out)) convert_into(f, out);
+  } else if (out.dtype() == kBFloat16) {
+    Tensor f = x.dtype() == kFloat32 ? x : Tensor::empty(x.shape(), kFloat32);
+    if (!f.same(x)) convert_into(x, f);
+    k::float_to_bf16(f.data<float>(), bf16_bits(out), n);
+  } else {
+    dispatch_all(x.dtype(), [&](auto from) {
+      dispatch_all(out.dtype(), [&](auto too) { convert(x.data<decltype(from)>(), out.data<decltype(too)>(), n); });
+    });
   }
 }
 }  // namespace
@@ -284,11 +320,7 @@ Tensor to(const Tensor& x, DType dtype) {
   detail::check_defined(x, "to");
   if (x.dtype() == dtype) return x;
   Tensor out = Tensor::empty(x.shape(), dtype);
-  dispatch_all(x.dtype(), [&](auto from) {
-    dispatch_all(dtype, [&](auto too) {
-      convert(x.data<decltype(from)>(), out.data<decltype(too)>(), x.numel());
-    });
-  });
+  convert_into(x, out);
   if (!is_floating(dtype) || !is_floating(x.dtype())) return out;
   return record("to", out, {x}, [from = x.dtype()](const Tensor& g, const Node&) { return Grads{to(g, from)}; });
 }
@@ -358,11 +390,12 @@ template <class Cmp>
 Tensor compare(const char* op, const Tensor& a0, const Tensor& b0, Cmp cmp) {
   detail::check_defined(a0, op, "first input");
   detail::check_defined(b0, op, "second input");
-  Tensor a = a0, b = b0;
+  NoGradGuard ng;  // comparisons have no gradient
+  // bfloat16 values compare as the float32 values they are.
+  Tensor a = a0.dtype() == kBFloat16 ? to(a0, kFloat32) : a0, b = b0.dtype() == kBFloat16 ? to(b0, kFloat32) : b0;
   if (a.dtype() != b.dtype()) {
     DType d = (a.dtype() == kFloat32 || b.dtype() == kFloat32) && a.dtype() != kFloat64 && b.dtype() != kFloat64
                   ? kFloat32 : kFloat64;
-    NoGradGuard ng;
     a = to(a, d);
     b = to(b, d);
   }

@@ -4,6 +4,8 @@
 #include "ops/matmul.h"
 
 #include "graph/factory.h"
+#include "ops/cpu_capability.h"
+#include "ops/kernels/bf16.h"
 #include "ops/kernels/gemm.h"
 #include "ops/op_util.h"
 #include "ops/reduce.h"
@@ -39,7 +41,26 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       boff[o + i] = in[1] + i * plan.inner_stride[1];
     }
   });
-  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
+  if (a.dtype() == kBFloat16) {
+    // bfloat16 x bfloat16: float32 sums on the path ops/kernels/bf16.h chose, rounded once to bfloat16.
+    Tensor acc = Tensor::empty(out_shape, kFloat32);
+    const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>());
+    const auto* pb = reinterpret_cast<const uint16_t*>(b.data<bfloat16>());
+    float* pc = acc.data<float>();
+    const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+    auto one = [&](int64_t i) {
+      kernels::gemm_bf16(M, N, K, {pa + aoff[i] * M * K, true, ac, ta}, {pb + boff[i] * K * N, true, bc, tb}, pc + i * M * N, N,
+                         false, path);
+    };
+    if (nb > 1 && M * N * K <= (int64_t{1} << 21)) {
+      kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) one(i);
+      });
+    } else {
+      for (int64_t i = 0; i < nb; ++i) one(i);
+    }
+    kernels::float_to_bf16(pc, reinterpret_cast<uint16_t*>(out.data<bfloat16>()), out.numel());
+  } else dispatch_float(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();

@@ -300,6 +300,8 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
   TG_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.dtype() == x.dtype(), "bias_act",
            "bias of shape {} ({}) does not match the last dimension of the input's shape {} ({})", bias.shape(),
            bias.dtype(), x.shape(), x.dtype());
+  // A bfloat16 linear layer's bias and activation: in float32, rounded once (the casts carry the gradient).
+  if (x.dtype() == kBFloat16) return to(bias_act(to(x, kFloat32), to(bias, kFloat32), act), kBFloat16);
   const int64_t D = x.size(-1), rows = D ? x.numel() / D : 0;
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "bias_act", [&](auto tag) {

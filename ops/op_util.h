@@ -9,10 +9,12 @@ namespace tg::detail {
 inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
   TG_CHECK(t.defined(), op, "{} is an undefined tensor", what);
 }
-inline void check_float(const Tensor& t, const char* op) {
+// bfloat16 passes unless !bf16_ok (a composite op whose inner ops would refuse it under their names).
+inline void check_float(const Tensor& t, const char* op, bool bf16_ok = true) {
   check_defined(t, op);
   TG_CHECK(is_floating(t.dtype()), op, "expected a float32 or float64 tensor, got {} of shape {}", t.dtype(),
            t.shape());
+  if (!bf16_ok && t.dtype() == kBFloat16) fail_unsupported_dtype(op, t.dtype());
 }
 inline void check_index(const Tensor& t, const char* op) {
   check_defined(t, op, "index");

@@ -5,3 +5,4 @@
 #include "nn.h"
 #include "reduce.h"
 #include "shape_ops.h"
+#include "cpu_capability.h"

@@ -87,7 +87,7 @@ Tensor sum(const Tensor& x, const Axes& axes_in, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const Axes& axes_in, bool keepdim) {
-  detail::check_float(x, "mean");
+  detail::check_float(x, "mean", false);
   Axes axes = normalize_axes(axes_in, x.dim(), "mean");
   int64_t count = 1;
   for (int64_t a : axes) count *= x.shape()[a];
@@ -95,7 +95,7 @@ Tensor mean(const Tensor& x, const Axes& axes_in, bool keepdim) {
 }
 
 Tensor var(const Tensor& x, const Axes& axes_in, int64_t correction, bool keepdim) {
-  detail::check_float(x, "var");
+  detail::check_float(x, "var", false);
   Axes axes = normalize_axes(axes_in, x.dim(), "var");
   int64_t count = 1;
   for (int64_t a : axes) count *= x.shape()[a];
@@ -133,7 +133,7 @@ Tensor amin(const Tensor& x, const Axes& axes, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, const Axes& axes_in, bool keepdim) {
-  detail::check_float(x, "logsumexp");
+  detail::check_float(x, "logsumexp", false);
   Axes axes = normalize_axes(axes_in, x.dim(), "logsumexp");
   Tensor m = amax(x.detach(), axes, true);
   m = masked_fill(m, eq(abs(m), std::numeric_limits<double>::infinity()), 0.0);  // all -inf rows
@@ -186,6 +186,8 @@ Tensor argmin(const Tensor& x, int64_t axis, bool keepdim) {
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
+  // bfloat16 gradients of broadcast operands: summed in float32, rounded once.
+  if (x.dtype() == kBFloat16) return to(sum_to(to(x, kFloat32), shape), kBFloat16);
   TG_CHECK(x.dim() >= shape.rank(), "sum_to", "cannot sum shape {} down to the larger rank of {}", x.shape(), shape);
   int64_t lead = x.dim() - shape.rank();
   Axes axes;

@@ -336,6 +336,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     }
   });
   return record("index_select", out, {x}, [xs = x.shape(), dim, index](const Tensor& g, const Node&) {
+    // A bfloat16 table's gradient is summed in float32 and rounded once.
+    if (g.dtype() == kBFloat16) return Grads{to(index_add(xs, dim, index, to(g, kFloat32)), kBFloat16)};
     return Grads{index_add(xs, dim, index, g)};
   });
 }

@@ -150,7 +150,7 @@ std::vector<std::pair<std::string, std::vector<Tensor>>> variants(const std::vec
       with("with a zero-size first dimension", tg::zeros(empty, g.dtype()));
     }
     // Dtypes: every other one.
-    for (tg::DType d : {tg::kFloat32, tg::kFloat64, tg::kInt64, tg::kBool})
+    for (tg::DType d : {tg::kFloat32, tg::kFloat64, tg::kInt64, tg::kBool, tg::kBFloat16})
       if (d != g.dtype()) with(fmt::format("as {}", tg::dtype_name(d)), g.to(d));
     // Values: NaN and Inf in floats; out-of-range indices (negative and too large) in int64.
     if (tg::is_floating(g.dtype()) && g.numel() > 0) {

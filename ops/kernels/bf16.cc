@@ -1,0 +1,313 @@
+// bfloat16 kernels: conversions, the choice of path, packing, the portable path and the blocked
+// driver that feeds the ISA micro-kernels (gemm_bf16_avx512bf16.cc, gemm_bf16_amx.cc).
+// Compiled with the build's own flags: nothing here uses an instruction the build does not.
+#include "ops/kernels/bf16.h"
+
+#include <atomic>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ops/kernels/gemm.h"
+#include "ops/kernels/parallel.h"
+
+namespace tg::kernels {
+
+// ---- Conversions -----------------------------------------------------------------------------
+
+namespace {
+// graph/bfloat16.h's rounding, written without branches so that the loops vectorize.
+inline uint16_t round_to_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x0040u;
+  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+}
+inline float widen_bf16(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+}  // namespace
+
+void float_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) dst[i] = round_to_bf16(src[i]);
+  });
+}
+
+void bf16_to_float(const uint16_t* src, float* dst, int64_t n) {
+  parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) dst[i] = widen_bf16(src[i]);
+  });
+}
+
+// ---- Which path ------------------------------------------------------------------------------
+
+namespace {
+
+struct CpuFeatures {
+  bool avx512 = false;       // F, BW, VL with the OS saving zmm state
+  bool avx512_bf16 = false;  // and AVX512_BF16
+  bool amx_cpu = false;      // AMX-TILE and AMX-BF16 in CPUID, with the OS saving tile state
+  bool amx = false;          // and Linux granted this process the tile data
+};
+
+uint64_t xcr0() {
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return f;  // OSXSAVE: XGETBV is there
+  const uint64_t xcr = xcr0();
+  const bool os_zmm = (xcr & 0xE6) == 0xE6;                          // SSE, AVX, opmask, ZMM state
+  const bool os_tiles = (xcr & (3ull << 17)) == (3ull << 17);        // XTILECFG, XTILEDATA
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  const bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22);
+  f.avx512 = os_zmm && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31));  // F, BW, VL
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
+  f.avx512_bf16 = f.avx512 && bf16;
+  f.amx_cpu = f.avx512 && amx_tile && amx_bf16 && os_tiles;
+  if (f.amx_cpu) {
+    // Linux (5.16+) hands out the 8 KB tile state only on request, once per process.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    f.amx = ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }
+  return f;
+}
+
+const CpuFeatures& features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+std::atomic<int> g_path{-1};  // -1: not chosen yet
+
+CpuPath parse_env() {
+  const char* v = std::getenv("TG_CPU_CAPABILITY");
+  const CpuPath best = best_cpu_path();
+  if (v == nullptr || *v == '\0') return best;
+  for (CpuPath p : {CpuPath::kPortable, CpuPath::kAvx512Bf16, CpuPath::kAmx}) {
+    if (std::strcmp(v, cpu_path_name(p)) != 0) continue;
+    if (static_cast<int>(p) > static_cast<int>(best))
+      throw std::invalid_argument(std::string("TG_CPU_CAPABILITY=") + v + ": this CPU (or its OS) cannot run that path; the best here is " +
+                                  cpu_path_name(best) + " (a lower one may be forced, not a higher one)");
+    return p;
+  }
+  throw std::invalid_argument(std::string("TG_CPU_CAPABILITY=") + v + " is not a path (expected amx, avx512_bf16 or portable)");
+}
+
+}  // namespace
+
+const char* cpu_path_name(CpuPath p) {
+  switch (p) {
+    case CpuPath::kPortable: return "portable";
+    case CpuPath::kAvx512Bf16: return "avx512_bf16";
+    case CpuPath::kAmx: return "amx";
+  }
+  return "?";
+}
+
+CpuPath best_cpu_path() {
+  const CpuFeatures& f = features();
+  return f.amx ? CpuPath::kAmx : f.avx512_bf16 ? CpuPath::kAvx512Bf16 : CpuPath::kPortable;
+}
+
+CpuPath cpu_path() {
+  int p = g_path.load(std::memory_order_acquire);
+  if (p >= 0) return static_cast<CpuPath>(p);
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  p = g_path.load(std::memory_order_relaxed);
+  if (p < 0) {
+    p = static_cast<int>(parse_env());
+    g_path.store(p, std::memory_order_release);
+  }
+  return static_cast<CpuPath>(p);
+}
+
+void set_cpu_path(CpuPath p) {
+  if (static_cast<int>(p) > static_cast<int>(best_cpu_path()))
+    throw std::invalid_argument(std::string("set_cpu_path: this CPU cannot run ") + cpu_path_name(p) + " (best: " +
+                                cpu_path_name(best_cpu_path()) + ")");
+  g_path.store(static_cast<int>(p), std::memory_order_release);
+}
+
+std::string cpu_path_description() {
+  const CpuFeatures& f = features();
+  std::string s = std::string("bf16 matmul: ") + cpu_path_name(cpu_path()) + " (CPU: avx512_bf16 " +
+                  (f.avx512_bf16 ? "yes" : "no") + ", amx " + (f.amx ? "yes" : f.amx_cpu ? "refused by the OS" : "no");
+  if (cpu_path() != best_cpu_path()) s += std::string("; TG_CPU_CAPABILITY lowered it from ") + cpu_path_name(best_cpu_path());
+  return s + ")";
+}
+
+// ---- Packing ---------------------------------------------------------------------------------
+
+namespace {
+// Element (r, c) of an operand's op(): r along M (or K for B), c along K (or N).
+inline uint16_t operand_at(const Bf16Operand& x, int64_t r, int64_t c) {
+  const int64_t off = x.trans ? c * x.ld + r : r * x.ld + c;
+  return x.is_bf16 ? static_cast<const uint16_t*>(x.data)[off] : round_to_bf16(static_cast<const float*>(x.data)[off]);
+}
+}  // namespace
+
+void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst) {
+  const int64_t Kp = bf16_padded_k(K);
+  const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
+  for (int64_t r = 0; r < rows; ++r) {
+    uint16_t* d = dst + r * Kp;
+    const int64_t i = i0 + r;
+    if (!a.trans && a.is_bf16) {
+      std::memcpy(d, static_cast<const uint16_t*>(a.data) + i * a.ld, static_cast<size_t>(K) * 2);
+    } else if (!a.trans) {
+      const float* s = static_cast<const float*>(a.data) + i * a.ld;
+      for (int64_t k = 0; k < K; ++k) d[k] = round_to_bf16(s[k]);
+    } else {
+      for (int64_t k = 0; k < K; ++k) d[k] = operand_at(a, i, k);
+    }
+    std::fill(d + K, d + Kp, uint16_t{0});
+  }
+  std::fill(dst + rows * Kp, dst + padded * Kp, uint16_t{0});
+}
+
+void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst) {
+  const int64_t Kp = bf16_padded_k(K);
+  constexpr int64_t W = kBf16PanelCols;
+  std::fill(dst, dst + Kp * W, uint16_t{0});
+  if (b.trans) {
+    // op(B)(k, j) = B[j][k]: each column's pairs are adjacent in memory.
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t k = 0; k < K; ++k) dst[(k / 2) * 2 * W + c * 2 + (k & 1)] = operand_at(b, k, j0 + c);
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    uint16_t* d = dst + (k / 2) * 2 * W + (k & 1);
+    for (int64_t c = 0; c < cols; ++c) d[c * 2] = operand_at(b, k, j0 + c);
+  }
+}
+
+// ---- Products --------------------------------------------------------------------------------
+
+namespace {
+
+// A thread's scratch, 64-byte aligned, grown on demand and kept.
+uint16_t* scratch(int slot, size_t elems) {
+  struct Buf {
+    uint16_t* p = nullptr;
+    size_t n = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf bufs[2];
+  Buf& b = bufs[slot];
+  if (b.n < elems) {
+    std::free(b.p);
+    b.p = static_cast<uint16_t*>(std::aligned_alloc(64, (elems * 2 + 63) / 64 * 64));
+    if (!b.p) throw std::bad_alloc();
+    b.n = elems;
+  }
+  return b.p;
+}
+
+// The portable path: the operands rounded to bfloat16 and widened (same layout), then float32 GEMM.
+void gemm_portable(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
+                   bool accumulate) {
+  auto rounded = [](const Bf16Operand& x, int64_t rows, int64_t cols) {  // op(x) is rows x cols
+    const int64_t sr = x.trans ? cols : rows, sc = x.trans ? rows : cols;  // as stored
+    std::vector<float> out(static_cast<size_t>(sr * sc));
+    parallel_for(0, sr, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(sc, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* d = out.data() + r * sc;
+        if (x.is_bf16) {
+          const uint16_t* s = static_cast<const uint16_t*>(x.data) + r * x.ld;
+          for (int64_t c = 0; c < sc; ++c) d[c] = widen_bf16(s[c]);
+        } else {
+          const float* s = static_cast<const float*>(x.data) + r * x.ld;
+          for (int64_t c = 0; c < sc; ++c) d[c] = widen_bf16(round_to_bf16(s[c]));
+        }
+      }
+    });
+    return out;
+  };
+  const std::vector<float> ar = rounded(a, M, K), br = rounded(b, K, N);
+  gemm<float>(a.trans, b.trans, M, N, K, ar.data(), a.trans ? M : K, br.data(), b.trans ? K : N, C, ldc, accumulate);
+}
+
+}  // namespace
+
+// The ISA paths: B packed whole into 32-column panels (shared), A packed a block of rows at a time
+// (per thread), then the micro-kernel over every (row tile, panel) pair. Each element of C is
+// summed over all of K by one call, in one order.
+void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
+                      bool accumulate, Bf16TileFn tile, int64_t tile_rows) {
+  const int64_t Kp = bf16_padded_k(K);
+  const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
+  const int64_t panel_size = Kp * kBf16PanelCols;
+  uint16_t* bp = scratch(0, static_cast<size_t>(panels * panel_size));
+  const bool small = 2.0 * static_cast<double>(M) * N * K < 2.0e5;
+  auto pack_b = [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q)
+      pack_b_panel_bf16(b, q * kBf16PanelCols, std::min(kBf16PanelCols, N - q * kBf16PanelCols), K, bp + q * panel_size);
+  };
+  if (small) pack_b(0, panels);
+  else parallel_for(0, panels, 1, pack_b);
+
+  const int threads = small ? 1 : num_threads();
+  // Row blocks of at most 128 rows (A block in L2), at least as many as threads when M allows.
+  const int64_t even = (M + threads - 1) / threads;
+  const int64_t mc = std::max<int64_t>(tile_rows, std::min<int64_t>(128, (even + tile_rows - 1) / tile_rows * tile_rows));
+  const int64_t blocks = (M + mc - 1) / mc;
+  const size_t a_elems = static_cast<size_t>((mc + kBf16RowStep) * Kp);
+  auto run_block = [&](int64_t i0, int64_t rows, const uint16_t* ap, int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t j = q * kBf16PanelCols, cols = std::min(kBf16PanelCols, N - j);
+      for (int64_t r = 0; r < rows; r += tile_rows)
+        tile(ap + r * Kp, bp + q * panel_size, Kp, C + (i0 + r) * ldc + j, ldc, std::min(tile_rows, rows - r), cols, accumulate);
+    }
+  };
+  if (blocks >= threads || threads == 1) {
+    auto rows_task = [&](int64_t b0, int64_t b1) {
+      uint16_t* ap = scratch(1, a_elems);
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t i0 = blk * mc, rows = std::min(mc, M - i0);
+        pack_a_bf16(a, i0, rows, K, ap);
+        run_block(i0, rows, ap, 0, panels);
+      }
+    };
+    if (threads == 1) rows_task(0, blocks);
+    else parallel_for(0, blocks, 1, rows_task);
+  } else {
+    // Few rows: pack them once, split the panels among the threads.
+    uint16_t* ap = scratch(1, static_cast<size_t>((M + kBf16RowStep) * Kp));
+    pack_a_bf16(a, 0, M, K, ap);
+    parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) { run_block(0, M, ap, q0, q1); });
+  }
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
+               bool accumulate, CpuPath path) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    return;
+  }
+  if (static_cast<int>(path) > static_cast<int>(best_cpu_path()))
+    throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_path_name(path) + " path");
+  switch (path) {
+    case CpuPath::kAmx: return gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, tile_amx, kAmxRows);
+    case CpuPath::kAvx512Bf16: return gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, tile_avx512bf16, kAvx512Bf16Rows);
+    case CpuPath::kPortable: break;
+  }
+  gemm_portable(M, N, K, a, b, C, ldc, accumulate);
+}
+
+}  // namespace tg::kernels

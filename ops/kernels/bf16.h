@@ -1,0 +1,98 @@
+#pragma once
+// bfloat16 kernels: conversions, and matrix products of bfloat16 inputs with float32 accumulation
+// and output, on one of three paths chosen at run time (the first use) from CPUID and the OS:
+//
+//   amx          Intel AMX tiles (tdpbf16ps: a 16 x 16 float32 tile += 16 x 32 by 32 x 16
+//                bfloat16) — Sapphire Rapids and later; Linux must grant the tile state
+//                (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once per process).
+//   avx512_bf16  vdpbf16ps (16 float32 lanes += pairs of bfloat16 products) — Zen 4, Zen 5,
+//                Cooper Lake, Sapphire Rapids.
+//   portable     any x86-64: the inputs rounded to bfloat16 and widened back to float32, then the
+//                float32 GEMM (ops/kernels/gemm.h).
+//
+// Every path computes the same products of the same bfloat16-rounded inputs; they differ only in
+// the order float32 sums are taken, so results agree to float32 rounding (not bit for bit). Each
+// element of C is summed by one thread in a fixed order: results do not depend on the thread count.
+//
+// The ISA kernels live in files of their own (gemm_bf16_avx512bf16.cc, gemm_bf16_amx.cc) whose
+// functions carry their own target attributes and are named for their ISA; nothing inline is shared
+// with the rest of the library, so a CPU without those instructions never runs one (CI checks the
+// disassembly). TG_CPU_CAPABILITY=amx|avx512_bf16|portable forces a lower path.
+//
+// Kernels know no graph: bfloat16 values are their bits, uint16_t.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tg::kernels {
+
+// ---- Conversions (round to nearest even in software, the same bits on every path; NaN stays NaN)
+
+void float_to_bf16(const float* src, uint16_t* dst, int64_t n);
+void bf16_to_float(const uint16_t* src, float* dst, int64_t n);
+
+// ---- Which path runs the products
+
+enum class CpuPath : int { kPortable = 0, kAvx512Bf16 = 1, kAmx = 2 };
+const char* cpu_path_name(CpuPath p);  // "portable", "avx512_bf16", "amx"
+// The best path this CPU and OS allow (asks Linux for the AMX tile state once).
+CpuPath best_cpu_path();
+// The path in use: the best one, or TG_CPU_CAPABILITY's lower one. An unknown value, or one this
+// CPU cannot run, throws std::invalid_argument with one line naming the variable and the value.
+CpuPath cpu_path();
+// Tests and benchmarks: run on p (no higher than best_cpu_path(), else std::invalid_argument).
+void set_cpu_path(CpuPath p);
+// One line for --version and programs' first lines: "bf16 matmul: avx512_bf16 (CPU has avx512_bf16; amx: no)".
+std::string cpu_path_description();
+
+// ---- Products
+
+// An operand as stored: float32 values (rounded to bfloat16 as they are packed) or bfloat16 bits,
+// row-major with leading dimension ld, read transposed when trans.
+struct Bf16Operand {
+  const void* data = nullptr;
+  bool is_bf16 = false;
+  int64_t ld = 0;
+  bool trans = false;
+};
+
+// C[M, N] (row stride ldc) = op(A)[M, K] op(B)[K, N], or += when accumulate.
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
+               bool accumulate, CpuPath path);
+inline void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
+                      bool accumulate = false) {
+  gemm_bf16(M, N, K, a, b, C, ldc, accumulate, cpu_path());
+}
+
+// ---- The packed layouts the AVX512-BF16 and AMX paths share (exposed for the tests)
+//
+// K is padded with zeros to a multiple of kBf16KStep (one AMX tile's depth). A block of rows is
+// row-major bfloat16, rows padded with zeros to a multiple of kBf16RowStep. B is packed in panels
+// of kBf16PanelCols columns in the VNNI-2 pair layout: for k pair p, the 32 columns' (B[2p][j],
+// B[2p+1][j]) pairs side by side, 128 bytes a pair row — one vdpbf16ps operand per 16 columns, and
+// for AMX two 16-column B tiles of 16 pair rows each (64 bytes a row, stride 128 bytes).
+inline constexpr int64_t kBf16KStep = 32;
+inline constexpr int64_t kBf16RowStep = 32;
+inline constexpr int64_t kBf16PanelCols = 32;
+inline int64_t bf16_padded_k(int64_t K) { return (K + kBf16KStep - 1) / kBf16KStep * kBf16KStep; }
+
+// Rows [i0, i0 + rows) of op(A), all K, into dst[rows_padded][Kp].
+void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst);
+// Columns [j0, j0 + cols) of op(B) (cols <= kBf16PanelCols), all K, into one panel of Kp * 32 values.
+void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst);
+
+// The micro-kernels over packed operands: C[rows, cols] (+)= A block rows x Kp times one B panel.
+// a: packed rows (row stride Kp), rows <= their kernel's row block; cols <= 32.
+using Bf16TileFn = void (*)(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,
+                            int64_t cols, bool accumulate);
+// The blocked driver the ISA paths share, with the micro-kernel given (the tests give an emulated one).
+void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
+                      bool accumulate, Bf16TileFn tile, int64_t tile_rows);
+inline constexpr int64_t kAvx512Bf16Rows = 8;  // rows per avx512_bf16 tile
+inline constexpr int64_t kAmxRows = 32;        // rows per AMX tile block (two 16-row tiles)
+void tile_avx512bf16(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
+                     bool accumulate);
+void tile_amx(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
+              bool accumulate);
+
+}  // namespace tg::kernels

@@ -1,0 +1,44 @@
+// The AMX micro-kernel (tdpbf16ps on 16 x 16 float32 tiles), compiled with its own target
+// attribute whatever the build's flags, and reached only when ops/kernels/bf16.cc found AMX-TILE
+// and AMX-BF16 in CPUID and Linux granted the tile state. Its body is ops/kernels/amx_tiles.inc,
+// which the tests also run with emulated tiles on every CPU.
+#include <immintrin.h>
+
+#include "ops/kernels/bf16.h"
+
+namespace tg::kernels {
+namespace {
+
+// The tile configuration (palette 1): 8 tiles of 16 rows x 64 bytes, the same for every shape (the
+// packed operands are padded to whole tiles), loaded once per thread.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t tile_rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+}  // namespace
+
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) void tile_amx(const uint16_t* a, const uint16_t* b, int64_t Kp,
+                                                                    float* C, int64_t ldc, int64_t rows, int64_t cols,
+                                                                    bool accumulate) {
+  thread_local bool configured = false;
+  if (!configured) {
+    static const TileConfig config;
+    _tile_loadconfig(&config);
+    configured = true;
+  }
+#define TG_TILE_LOAD(t, ptr, stride) _tile_loadd(t, ptr, stride)
+#define TG_TILE_STORE(t, ptr, stride) _tile_stored(t, ptr, stride)
+#define TG_TILE_ZERO(t) _tile_zero(t)
+#define TG_TILE_DP(c, x, y) _tile_dpbf16ps(c, x, y)
+#include "ops/kernels/amx_tiles.inc"
+#undef TG_TILE_LOAD
+#undef TG_TILE_STORE
+#undef TG_TILE_ZERO
+#undef TG_TILE_DP
+}
+
+}  // namespace tg::kernels

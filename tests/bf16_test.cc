@@ -1,0 +1,372 @@
+// bfloat16: conversions (every path the same bits, equal to PyTorch's on a golden set), the ops
+// that take it, and the matrix products on every path this machine has, against a float64
+// reference on bfloat16-rounded inputs; the AMX path's packing, VNNI-2 layout and edge tiles
+// through emulated tiles on every CPU; results independent of the thread count.
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "ops/kernels/bf16.h"
+#include "test_util.h"
+
+namespace tgt {
+namespace {
+
+namespace k = tg::kernels;
+using tg::bfloat16;
+
+float bits_to_float(uint32_t u) { return std::bit_cast<float>(u); }
+
+// Every path this CPU can run.
+std::vector<k::CpuPath> paths_here() {
+  std::vector<k::CpuPath> out;
+  for (int p = 0; p <= static_cast<int>(k::best_cpu_path()); ++p) out.push_back(static_cast<k::CpuPath>(p));
+  return out;
+}
+
+// Restores the path in use when a test changes it.
+struct PathScope {
+  k::CpuPath saved = k::cpu_path();
+  ~PathScope() { k::set_cpu_path(saved); }
+};
+
+TEST(BFloat16, RoundsToNearestEvenKeepingInfinitiesZerosAndNaN) {
+  auto r = [](uint32_t u) { return bfloat16::round_bits(bits_to_float(u)); };
+  EXPECT_EQ(r(0x3F800000), 0x3F80);  // 1.0
+  EXPECT_EQ(r(0x3F808000), 0x3F80);  // a tie rounds to the even neighbour (down)
+  EXPECT_EQ(r(0x3F818000), 0x3F82);  // a tie rounds to the even neighbour (up)
+  EXPECT_EQ(r(0x3F808001), 0x3F81);  // just past a tie
+  EXPECT_EQ(r(0x80000000), 0x8000);  // -0
+  EXPECT_EQ(r(0xFF800000), 0xFF80);  // -inf
+  EXPECT_EQ(r(0x7F7FFFFF), 0x7F80);  // past the largest bfloat16: inf
+  EXPECT_EQ(r(0x00018000), 0x0002);  // subnormals round, never flush
+  EXPECT_EQ(r(0x00008000), 0x0000);
+  EXPECT_EQ(r(0xFFC00001), 0xFFC0);  // a NaN stays a NaN, sign kept
+  EXPECT_EQ(r(0x7F800001), 0x7FC0);  // a signalling NaN becomes quiet (never inf)
+  EXPECT_EQ(static_cast<float>(bfloat16::from_bits(0x4049)), 3.140625f);
+}
+
+TEST(BFloat16, EveryConversionPathGivesPyTorchsBits) {
+  std::ifstream in(std::string(TG_TEST_DATA_DIR) + "/golden/bf16_rounding.txt");
+  ASSERT_TRUE(in) << "tests/golden/bf16_rounding.txt (bench/make_bf16_golden.py)";
+  std::vector<uint32_t> from;
+  std::vector<uint16_t> want;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream s(line);
+    uint32_t a = 0, b = 0;
+    s >> std::hex >> a >> b;
+    from.push_back(a);
+    want.push_back(static_cast<uint16_t>(b));
+  }
+  ASSERT_GT(from.size(), 4000u);
+  std::vector<float> f(from.size());
+  for (size_t i = 0; i < f.size(); ++i) f[i] = bits_to_float(from[i]);
+  std::vector<uint16_t> vec(f.size());
+  k::float_to_bf16(f.data(), vec.data(), static_cast<int64_t>(f.size()));  // the vectorized kernel
+  tg::Tensor t = tg::to(tg::from_vector(f, {static_cast<int64_t>(f.size())}), tg::kBFloat16);  // the op
+  const auto* op = reinterpret_cast<const uint16_t*>(t.data<bfloat16>());
+  int nans = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    const uint16_t scalar = bfloat16::round_bits(f[i]);
+    ASSERT_EQ(vec[i], scalar) << std::hex << from[i];
+    ASSERT_EQ(op[i], scalar) << std::hex << from[i];
+    if (std::isnan(f[i])) {  // documented difference: PyTorch's NaN bits are 0xFFFF or 0x7FC0
+      ++nans;
+      EXPECT_TRUE(std::isnan(static_cast<float>(bfloat16::from_bits(scalar))));
+      EXPECT_EQ(scalar >> 15, from[i] >> 31) << "sign kept";
+    } else {
+      ASSERT_EQ(scalar, want[i]) << "float32 bits " << std::hex << from[i];
+    }
+  }
+  EXPECT_GE(nans, 4);
+}
+
+TEST(BFloat16, TensorsConvertPrintCompareAndDoArithmetic) {
+  Tensor x = tg::from_vector(std::vector<float>{1.0f, -2.5f, 3.14159f, 1e-3f}, {4});
+  Tensor b = x.to(tg::kBFloat16);
+  EXPECT_EQ(b.dtype(), tg::kBFloat16);
+  EXPECT_EQ(tg::dtype_size(tg::kBFloat16), 2u);
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{1.0f, -2.5f, 3.140625f, static_cast<float>(bfloat16(1e-3f))}));
+  EXPECT_EQ(b.to(tg::kFloat64).to_vector<double>()[2], 3.140625);
+  EXPECT_EQ(tg::to_string(b), "tensor([ 1.0000, -2.5000,  3.1406,  0.0010], dtype=bfloat16)");
+  EXPECT_EQ(tg::full({2}, 7.0, tg::kInt64).to(tg::kBFloat16).to_vector<float>(), (std::vector<float>{7, 7}));
+  // Arithmetic in float32, rounded once: 1 + 2^-8 is not a bfloat16 (8 significant bits).
+  Tensor one = tg::ones({1}, tg::kBFloat16), tiny = tg::full({1}, 1.0 / 256, tg::kBFloat16);
+  EXPECT_EQ(tg::add(one, tiny).to_vector<float>()[0], 1.0f);
+  EXPECT_EQ(tg::add(one, tg::mul(tiny, 2.0)).dtype(), tg::kBFloat16);
+  EXPECT_EQ(tg::add(one, tg::mul(tiny, 2.0)).to_vector<float>()[0], 1.0078125f);
+  EXPECT_EQ(tg::sub(b, b).to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_EQ(tg::div(tg::mul(b, b), b).to_vector<float>(), b.to_vector<float>());
+  EXPECT_EQ(tg::add(b, x).dtype(), tg::kFloat32);  // float32 wins, as in PyTorch
+  EXPECT_EQ(tg::gt(b, 0.0).to_vector<bool>(), (std::vector<bool>{true, false, true, true}));
+  EXPECT_EQ(tg::eq(b, x.to(tg::kBFloat16)).to_vector<bool>(), (std::vector<bool>{true, true, true, true}));
+  Tensor c = tg::zeros({4}, tg::kBFloat16);
+  c.copy_(x);
+  EXPECT_EQ(c.to_vector<float>(), b.to_vector<float>());
+}
+
+TEST(BFloat16, OtherOpsRefuseItNamingThemselves) {
+  Tensor b = tg::ones({2, 3}, tg::kBFloat16);
+  for (const auto& [name, fn] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"softmax", [&] { tg::softmax(b, -1); }},
+           {"exp", [&] { tg::exp(b); }},
+           {"sum", [&] { tg::sum(b); }},
+           {"log", [&] { tg::log(b); }},
+       }) {
+    try {
+      fn();
+      ADD_FAILURE() << name << " accepted bfloat16";
+    } catch (const tg::Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(name + ":", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bfloat16"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(BFloat16, GradientsFlowThroughTheCastsAndOps) {
+  Tensor x = tg::from_vector(std::vector<float>{0.5f, -1.25f, 2.0f}, {3}).requires_grad_();
+  Tensor w = tg::from_vector(std::vector<float>{3.0f, 0.75f, -1.5f}, {3}).requires_grad_();
+  Tensor y = tg::mul(x.to(tg::kBFloat16), w.to(tg::kBFloat16));
+  EXPECT_EQ(y.dtype(), tg::kBFloat16);
+  tg::sum(y.to(tg::kFloat32)).backward();
+  EXPECT_EQ(x.grad().dtype(), tg::kFloat32);
+  EXPECT_EQ(x.grad().to_vector<float>(), w.to_vector<float>());  // exact: the values are bfloat16 already
+  EXPECT_EQ(w.grad().to_vector<float>(), x.to_vector<float>());
+}
+
+TEST(BFloat16, EmbeddingAndLinearOfABFloat16Model) {
+  tg::manual_seed(3);
+  Tensor table = tg::randn({5, 4}).to(tg::kBFloat16).requires_grad_();
+  Tensor ids = tg::from_vector(std::vector<int64_t>{1, 3, 1}, {3});
+  Tensor e = tg::embedding(table, ids);
+  EXPECT_EQ(e.dtype(), tg::kBFloat16);
+  tg::Linear lin(4, 2);
+  lin.weight = lin.weight.detach().to(tg::kBFloat16).requires_grad_();
+  lin.bias = lin.bias.detach().to(tg::kBFloat16).requires_grad_();
+  Tensor y = lin.forward(e);
+  EXPECT_EQ(y.dtype(), tg::kBFloat16);
+  tg::sum(y.to(tg::kFloat32)).backward();
+  ASSERT_TRUE(table.grad().defined());
+  EXPECT_EQ(table.grad().dtype(), tg::kBFloat16);
+  // Row 1 was looked up twice, rows 0, 2, 4 never: their gradient is zero.
+  std::vector<float> g = table.grad().to_vector<float>(), w = lin.weight.to(tg::kFloat32).sum({0}).to_vector<float>();
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_EQ(g[0 * 4 + j], 0.0f);
+    EXPECT_NEAR(g[1 * 4 + j], 2 * w[j], 0.02 * std::fabs(w[j]) + 1e-3);
+    EXPECT_NEAR(g[3 * 4 + j], w[j], 0.01 * std::fabs(w[j]) + 1e-3);
+  }
+  EXPECT_EQ(lin.weight.grad().dtype(), tg::kBFloat16);
+}
+
+TEST(BFloat16, SafetensorsKeepsBFloat16) {
+  tg::manual_seed(4);
+  tg::StateDict sd;
+  sd.insert("w", tg::randn({3, 5}).to(tg::kBFloat16));
+  tg::SafetensorsFile f = tg::parse_safetensors(tg::serialize_safetensors(sd), "mem").value();
+  Tensor back = f.tensors.at("w");
+  EXPECT_EQ(back.dtype(), tg::kBFloat16);
+  EXPECT_EQ(std::memcmp(back.raw_data(), sd.at("w").raw_data(), 30), 0);
+  EXPECT_NE(tg::serialize_safetensors(sd).find("\"BF16\""), std::string::npos);
+  // A float32 model loads a bfloat16 checkpoint (converted exactly).
+  tg::Linear lin(5, 3, false);
+  tg::StateDict weights;
+  weights.insert("weight", sd.at("w"));
+  lin.load_state_dict(weights, true);
+  EXPECT_EQ(lin.weight.to_vector<float>(), sd.at("w").to_vector<float>());
+}
+
+// ---- Matrix products ----
+
+// The reference: float64 sums of the bfloat16-rounded operands.
+std::vector<double> reference(int64_t M, int64_t N, int64_t K, const std::vector<float>& A, bool ta, const std::vector<float>& B,
+                              bool tb) {
+  auto r = [](float v) { return static_cast<double>(static_cast<float>(bfloat16(v))); };
+  std::vector<double> C(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t kk = 0; kk < K; ++kk)
+        s += r(A[ta ? kk * M + i : i * K + kk]) * r(B[tb ? j * K + kk : kk * N + j]);
+      C[i * N + j] = s;
+    }
+  return C;
+}
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  tg::Generator g(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<float>(g.normal());
+  return v;
+}
+
+std::vector<uint16_t> to_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  k::float_to_bf16(v.data(), out.data(), static_cast<int64_t>(v.size()));
+  return out;
+}
+
+// Runs C (+)= op(A) op(B) through `run` for operands given as float32 or as bfloat16, and checks
+// against the float64 reference within float32 summation error.
+void check_products(const std::string& what, const std::function<void(int64_t, int64_t, int64_t, const k::Bf16Operand&,
+                                                                        const k::Bf16Operand&, float*, int64_t, bool)>& run) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {8, 32, 32}, {17, 33, 31}, {33, 31, 65}, {40, 70, 100}, {64, 96, 128}, {5, 200, 300}};
+  for (const auto& s : shapes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const std::vector<float> A = random_floats(M * K, 11 + M), B = random_floats(K * N, 17 + N);
+      const std::vector<uint16_t> Ab = to_bits(A), Bb = to_bits(B);
+      const std::vector<double> want = reference(M, N, K, A, ta, B, tb);
+      for (int bf16_inputs = 0; bf16_inputs < 2; ++bf16_inputs)
+        for (int accumulate = 0; accumulate < 2; ++accumulate) {
+          const int64_t ldc = N + 3;  // C inside a wider matrix: the columns past N stay untouched
+          std::vector<float> C(static_cast<size_t>(M * ldc), 0.5f);
+          k::Bf16Operand a{bf16_inputs ? static_cast<const void*>(Ab.data()) : A.data(), bf16_inputs != 0, ta ? M : K, ta};
+          k::Bf16Operand b{bf16_inputs ? static_cast<const void*>(Bb.data()) : B.data(), bf16_inputs != 0, tb ? K : N, tb};
+          run(M, N, K, a, b, C.data(), ldc, accumulate != 0);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const double got = C[i * ldc + j];
+              if (j >= N) {
+                ASSERT_EQ(got, 0.5) << what << " wrote past column N";
+                continue;
+              }
+              const double w = want[i * N + j] + (accumulate ? 0.5 : 0.0);
+              ASSERT_NEAR(got, w, 1e-5 * std::sqrt(static_cast<double>(K)) * 4 + 1e-6 * std::fabs(w))
+                  << what << " M " << M << " N " << N << " K " << K << " ta " << ta << " tb " << tb << " bf16 "
+                  << bf16_inputs << " acc " << accumulate << " at " << i << "," << j;
+            }
+        }
+    }
+  }
+}
+
+TEST(BFloat16Gemm, EveryPathThisCpuHasMatchesTheFloat64Reference) {
+  for (k::CpuPath p : paths_here()) {
+    SCOPED_TRACE(k::cpu_path_name(p));
+    check_products(k::cpu_path_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
+      k::gemm_bf16(M, N, K, a, b, C, ldc, acc, p);
+    });
+  }
+}
+
+// ---- The AMX path without AMX: its kernel body (ops/kernels/amx_tiles.inc) over emulated tiles.
+
+struct EmulatedTiles {
+  alignas(64) unsigned char t[8][16][64];  // 8 tiles of 16 rows x 64 bytes (the configuration tile_amx loads)
+};
+thread_local EmulatedTiles tiles;
+
+void tile_load(int t, const void* p, int64_t stride) {
+  for (int r = 0; r < 16; ++r) std::memcpy(tiles.t[t][r], static_cast<const char*>(p) + r * stride, 64);
+}
+void tile_store(int t, void* p, int64_t stride) {
+  for (int r = 0; r < 16; ++r) std::memcpy(static_cast<char*>(p) + r * stride, tiles.t[t][r], 64);
+}
+// tdpbf16ps: C[m][n] += sum over pairs p of A[m][2p] B[p][2n] + A[m][2p+1] B[p][2n+1].
+void tile_dp(int c, int a, int b) {
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      float acc;
+      std::memcpy(&acc, tiles.t[c][m] + 4 * n, 4);
+      for (int p = 0; p < 16; ++p) {
+        uint16_t a0, a1, b0, b1;
+        std::memcpy(&a0, tiles.t[a][m] + 4 * p, 2);
+        std::memcpy(&a1, tiles.t[a][m] + 4 * p + 2, 2);
+        std::memcpy(&b0, tiles.t[b][p] + 4 * n, 2);
+        std::memcpy(&b1, tiles.t[b][p] + 4 * n + 2, 2);
+        acc += static_cast<float>(bfloat16::from_bits(a0)) * static_cast<float>(bfloat16::from_bits(b0)) +
+               static_cast<float>(bfloat16::from_bits(a1)) * static_cast<float>(bfloat16::from_bits(b1));
+      }
+      std::memcpy(tiles.t[c][m] + 4 * n, &acc, 4);
+    }
+}
+
+void tile_amx_emulated(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
+                       bool accumulate) {
+#define TG_TILE_LOAD(t, ptr, stride) tile_load(t, ptr, stride)
+#define TG_TILE_STORE(t, ptr, stride) tile_store(t, ptr, stride)
+#define TG_TILE_ZERO(n) std::memset(tiles.t[n], 0, sizeof tiles.t[n])
+#define TG_TILE_DP(c, x, y) tile_dp(c, x, y)
+#include "ops/kernels/amx_tiles.inc"
+#undef TG_TILE_LOAD
+#undef TG_TILE_STORE
+#undef TG_TILE_ZERO
+#undef TG_TILE_DP
+}
+
+TEST(BFloat16Gemm, AmxKernelBodyOverEmulatedTilesMatchesTheReference) {
+  check_products("amx (emulated)", [](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
+    k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, tile_amx_emulated, k::kAmxRows);
+  });
+}
+
+TEST(BFloat16Gemm, PackedLayoutsAreRowMajorAndVnniPairs) {
+  const int64_t K = 5, N = 3;  // K padded to 32, 3 of 32 columns
+  std::vector<float> B(K * N);
+  for (int64_t i = 0; i < K * N; ++i) B[i] = static_cast<float>(i + 1);
+  std::vector<uint16_t> panel(32 * k::kBf16PanelCols, 0xFFFF);
+  k::pack_b_panel_bf16({B.data(), false, N, false}, 0, N, K, panel.data());
+  for (int64_t kk = 0; kk < 32; ++kk)
+    for (int64_t c = 0; c < 32; ++c) {
+      const uint16_t want = kk < K && c < N ? bfloat16::round_bits(B[kk * N + c]) : 0;
+      ASSERT_EQ(panel[(kk / 2) * 64 + c * 2 + (kk & 1)], want) << kk << "," << c;
+    }
+  std::vector<uint16_t> rows(32 * 32, 0xFFFF);
+  k::pack_a_bf16({B.data(), false, N, true}, 1, 2, K, rows.data());  // op(A) = B^T: rows 1, 2 of it
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t kk = 0; kk < 32; ++kk)
+      ASSERT_EQ(rows[r * 32 + kk], r < 2 && kk < K ? bfloat16::round_bits(B[kk * N + 1 + r]) : 0) << r << "," << kk;
+}
+
+TEST(BFloat16Gemm, ResultsDoNotDependOnTheThreadCount) {
+  const int64_t M = 150, N = 130, K = 200;
+  const std::vector<float> A = random_floats(M * K, 5), B = random_floats(K * N, 6);
+  const int saved = tg::num_threads();
+  for (k::CpuPath p : paths_here()) {
+    std::vector<float> one(M * N), two(M * N);
+    tg::set_num_threads(1);
+    k::gemm_bf16(M, N, K, {A.data(), false, K, false}, {B.data(), false, N, false}, one.data(), N, false, p);
+    tg::set_num_threads(2);
+    k::gemm_bf16(M, N, K, {A.data(), false, K, false}, {B.data(), false, N, false}, two.data(), N, false, p);
+    EXPECT_EQ(one, two) << k::cpu_path_name(p);
+  }
+  tg::set_num_threads(saved);
+}
+
+TEST(BFloat16Gemm, MatmulOfBFloat16TensorsOnEveryPath) {
+  PathScope restore;
+  tg::manual_seed(9);
+  Tensor a = tg::randn({2, 9, 40}).to(tg::kBFloat16), b = tg::randn({40, 24}).to(tg::kBFloat16);
+  Tensor want = tg::matmul(a.to(tg::kFloat64), b.to(tg::kFloat64));
+  for (k::CpuPath p : paths_here()) {
+    tg::set_cpu_capability(static_cast<tg::CpuCapability>(p));
+    Tensor c = tg::matmul(a, b);
+    EXPECT_EQ(c.dtype(), tg::kBFloat16);
+    EXPECT_TRUE(close(c, want, 1e-2, 1e-2)) << k::cpu_path_name(p);  // one bfloat16 rounding of the output
+  }
+  Tensor w = tg::randn({24, 40}).to(tg::kBFloat16).requires_grad_();
+  tg::sum(tg::matmul(a, w, false, true).to(tg::kFloat32)).backward();
+  EXPECT_EQ(w.grad().dtype(), tg::kBFloat16);
+  EXPECT_TRUE(close(w.grad(), tg::sum(a.to(tg::kFloat64), {0, 1}).unsqueeze(0).expand({24, 40}), 1e-2, 2e-2));
+}
+
+// Under tests/cpu_paths_test.sh: the path TG_CPU_CAPABILITY names is the one in use.
+TEST(BFloat16Gemm, EnvironmentChoosesThePath) {
+  const char* env = std::getenv("TG_CPU_CAPABILITY");
+  const std::string in_use = tg::cpu_capability_name(tg::cpu_capability());  // throws tg::Error for a bad value
+  if (env != nullptr && *env != '\0') EXPECT_EQ(in_use, env);
+  else EXPECT_EQ(tg::cpu_capability(), tg::best_cpu_capability());
+}
+
+TEST(BFloat16Gemm, CapabilityIsNamedAndCannotBeRaised) {
+  EXPECT_NE(tg::cpu_capability_description().find("bf16 matmul: "), std::string::npos);
+  if (tg::best_cpu_capability() != tg::CpuCapability::Amx) {
+    EXPECT_THROW(tg::set_cpu_capability(tg::CpuCapability::Amx), tg::Error);
+  }
+}
+
+}  // namespace
+}  // namespace tgt
