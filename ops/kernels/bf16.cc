@@ -163,6 +163,28 @@ inline uint16_t operand_at(const Bf16Operand& x, int64_t r, int64_t c) {
 void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst) {
   const int64_t Kp = bf16_padded_k(K);
   const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
+  if (a.trans) {
+    // op(A)(i, k) = A[k][i]: a transpose, 16 x 16 at a time through a local block, so that the
+    // stored rows of A are read contiguously and each packed row gets 32 contiguous bytes (writing
+    // the packed rows element by element, Kp * 2 bytes apart, thrashes L1's sets).
+    uint16_t block[16][16];
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+      const int64_t kn = std::min<int64_t>(16, K - k0);
+      for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const int64_t rn = std::min<int64_t>(16, rows - r0);
+        for (int64_t kk = 0; kk < kn; ++kk) {
+          if (a.is_bf16) {
+            const uint16_t* s = static_cast<const uint16_t*>(a.data) + (k0 + kk) * a.ld + i0 + r0;
+            for (int64_t rr = 0; rr < rn; ++rr) block[rr][kk] = s[rr];
+          } else {
+            const float* s = static_cast<const float*>(a.data) + (k0 + kk) * a.ld + i0 + r0;
+            for (int64_t rr = 0; rr < rn; ++rr) block[rr][kk] = round_to_bf16(s[rr]);
+          }
+        }
+        for (int64_t rr = 0; rr < rn; ++rr) std::memcpy(dst + (r0 + rr) * Kp + k0, block[rr], static_cast<size_t>(kn) * 2);
+      }
+    }
+  }
   for (int64_t r = 0; r < rows; ++r) {
     uint16_t* d = dst + r * Kp;
     const int64_t i = i0 + r;
@@ -171,8 +193,6 @@ void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint
     } else if (!a.trans) {
       const float* s = static_cast<const float*>(a.data) + i * a.ld;
       for (int64_t k = 0; k < K; ++k) d[k] = round_to_bf16(s[k]);
-    } else {
-      for (int64_t k = 0; k < K; ++k) d[k] = operand_at(a, i, k);
     }
     std::fill(d + K, d + Kp, uint16_t{0});
   }
@@ -192,6 +212,34 @@ void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K
   for (int64_t k = 0; k < K; ++k) {
     uint16_t* d = dst + (k / 2) * 2 * W + (k & 1);
     for (int64_t c = 0; c < cols; ++c) d[c * 2] = operand_at(b, k, j0 + c);
+  }
+}
+
+// Pair rows [p0, p1) of every panel of a non-transposed op(B) (B[k][j] at B + k * ld + j): row k
+// of B is read once, contiguously, and written into each panel's pair row.
+void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst) {
+  constexpr int64_t W = kBf16PanelCols;
+  const int64_t panels = (N + W - 1) / W, panel_size = bf16_padded_k(K) * W;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t k = 2 * p;
+    for (int64_t q = 0; q < panels; ++q) {
+      uint16_t* d = dst + q * panel_size + p * 2 * W;
+      const int64_t j0 = q * W, cols = std::min(W, N - j0);
+      for (int h = 0; h < 2; ++h) {
+        if (k + h >= K) {
+          for (int64_t c = 0; c < W; ++c) d[2 * c + h] = 0;
+          continue;
+        }
+        if (b.is_bf16) {
+          const uint16_t* s = static_cast<const uint16_t*>(b.data) + (k + h) * b.ld + j0;
+          for (int64_t c = 0; c < cols; ++c) d[2 * c + h] = s[c];
+        } else {
+          const float* s = static_cast<const float*>(b.data) + (k + h) * b.ld + j0;
+          for (int64_t c = 0; c < cols; ++c) d[2 * c + h] = round_to_bf16(s[c]);
+        }
+        for (int64_t c = cols; c < W; ++c) d[2 * c + h] = 0;
+      }
+    }
   }
 }
 
@@ -253,12 +301,16 @@ void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, con
   const int64_t panel_size = Kp * kBf16PanelCols;
   uint16_t* bp = scratch(0, static_cast<size_t>(panels * panel_size));
   const bool small = 2.0 * static_cast<double>(M) * N * K < 2.0e5;
-  auto pack_b = [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q)
+  // A plain B is packed by pair rows (each row of B read once, contiguously); a transposed one by
+  // panels (each column's pairs are adjacent in memory).
+  auto pack_b = [&](int64_t x0, int64_t x1) {
+    if (!b.trans) return pack_b_pair_rows_bf16(b, N, K, x0, x1, bp);
+    for (int64_t q = x0; q < x1; ++q)
       pack_b_panel_bf16(b, q * kBf16PanelCols, std::min(kBf16PanelCols, N - q * kBf16PanelCols), K, bp + q * panel_size);
   };
-  if (small) pack_b(0, panels);
-  else parallel_for(0, panels, 1, pack_b);
+  const int64_t pack_units = b.trans ? panels : Kp / 2;
+  if (small) pack_b(0, pack_units);
+  else parallel_for(0, pack_units, b.trans ? 1 : 8, pack_b);
 
   const int threads = small ? 1 : num_threads();
   // Row blocks of at most 128 rows (A block in L2), at least as many as threads when M allows.

@@ -81,6 +81,9 @@ void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint
 // Columns [j0, j0 + cols) of op(B) (cols <= kBf16PanelCols), all K, into one panel of Kp * 32 values.
 void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst);
 
+// Pair rows [p0, p1) (k = 2p, 2p + 1) of every panel of a plain (not transposed) op(B) with N columns.
+void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
+
 // The micro-kernels over packed operands: C[rows, cols] (+)= A block rows x Kp times one B panel.
 // a: packed rows (row stride Kp), rows <= their kernel's row block; cols <= 32.
 using Bf16TileFn = void (*)(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,
