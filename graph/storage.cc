@@ -93,6 +93,30 @@ void raise_max(std::atomic<size_t>& m, size_t v) {
 
 }  // namespace
 
+namespace {
+struct SpinLock {
+  std::atomic<bool>& f;
+  explicit SpinLock(std::atomic<bool>& flag) : f(flag) {
+    while (f.exchange(true, std::memory_order_acquire)) {
+    }
+  }
+  ~SpinLock() { f.store(false, std::memory_order_release); }
+};
+}  // namespace
+
+std::shared_ptr<const void> Storage::derived(int slot, uint64_t key) const {
+  SpinLock lock(derived_lock_);
+  return derived_key_[slot] == key ? derived_[slot] : nullptr;
+}
+
+void Storage::set_derived(int slot, uint64_t key, std::shared_ptr<const void> value) const {
+  std::shared_ptr<const void> old;  // released outside the lock
+  SpinLock lock(derived_lock_);
+  old = std::move(derived_[slot]);
+  derived_[slot] = std::move(value);
+  derived_key_[slot] = key;
+}
+
 Storage::Storage(size_t nbytes) : nbytes_(round_size(nbytes == 0 ? 1 : nbytes)) {
   data_ = nullptr;
   if (nbytes_ <= kInlineBytes) {

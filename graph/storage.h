@@ -5,7 +5,9 @@
 // fresh pages on every step. The cache never holds more than storage_cache_limit() bytes: by
 // default the most bytes tensors have held at once in this process (at least 64 MiB), so memory
 // stays within about twice what the work itself needs; buffers freed past it go back to the system.
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace tg {
@@ -21,9 +23,25 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
 
+  // Counts in-place writes made through tapegrad (Tensor::add_/mul_/fill_/copy_, optimizer steps,
+  // loading a state dict), so that values derived from the data know when they are stale. Writes
+  // through data<T>() pointers are not seen: call bump_version() after them.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
+
+  // A value derived from this data and kept with it, in one of two slots, under a key that names
+  // the derivation and the version it was made from (autocast's packed bfloat16 copies of a float32
+  // weight, one per orientation). nullptr when the slot holds another key.
+  std::shared_ptr<const void> derived(int slot, uint64_t key) const;
+  void set_derived(int slot, uint64_t key, std::shared_ptr<const void> value) const;
+
  private:
   void* data_;
   size_t nbytes_;
+  std::atomic<uint64_t> version_{0};
+  mutable std::atomic<bool> derived_lock_{false};
+  mutable uint64_t derived_key_[2] = {0, 0};
+  mutable std::shared_ptr<const void> derived_[2];
   alignas(64) unsigned char small_[kInlineBytes];
 };
 

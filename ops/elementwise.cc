@@ -333,6 +333,7 @@ void check_inplace(const Tensor& self, const char* op) {
            "while grad mode is on; wrap the update in tg::NoGradGuard", self.shape());
   TG_CHECK(self.is_leaf(), op, "in-place update of a tensor produced by '{}' would corrupt its graph",
            self.grad_fn_name());
+  self.impl().storage->bump_version();  // values derived from the data (autocast's packed weights) are stale
 }
 }  // namespace
 

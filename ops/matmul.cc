@@ -4,6 +4,7 @@
 #include "ops/matmul.h"
 
 #include "graph/factory.h"
+#include "ops/autocast.h"
 #include "ops/cpu_capability.h"
 #include "ops/kernels/bf16.h"
 #include "ops/kernels/gemm.h"
@@ -14,9 +15,28 @@
 namespace tg {
 namespace {
 
+Tensor matmul_as(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast);
+
+// A float32 weight's bfloat16 pack for op(B) (N x K), made once and kept with its storage until
+// the data changes (the storage's version: in-place ops and optimizer steps bump it).
+std::shared_ptr<const kernels::PackedB> packed_weight(const Tensor& w, const kernels::Bf16Operand& op, int64_t N, int64_t K,
+                                                      kernels::CpuPath path) {
+  const Storage& st = *w.impl().storage;
+  uint64_t key = 1469598103934665603ULL;
+  for (uint64_t v : {st.version(), static_cast<uint64_t>(w.impl().offset), static_cast<uint64_t>(N), static_cast<uint64_t>(K),
+                     static_cast<uint64_t>(op.trans), static_cast<uint64_t>(path)})
+    key = (key ^ v) * 1099511628211ULL;
+  const int slot = op.trans ? 0 : 1;  // forward x Wᵀ and backward G W each keep theirs
+  if (auto p = std::static_pointer_cast<const kernels::PackedB>(st.derived(slot, key)))
+    if (p->N == N && p->K == K && p->trans == op.trans && p->path == path) return p;
+  auto p = std::make_shared<const kernels::PackedB>(kernels::pack_b_bf16(op, N, K, path));
+  st.set_derived(slot, key, p);
+  return p;
+}
+
 // Both operands of rank >= 2 and the same float dtype. With ta, a holds [..., K, M]; with tb,
-// b holds [..., N, K].
-Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+// b holds [..., N, K]. autocast: float32 operands multiplied as bfloat16 (float32 sums and output).
+Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast) {
   const Shape& as = a.shape();
   const Shape& bs = b.shape();
   const int64_t ar = as[as.rank() - 2], ac = as[as.rank() - 1];
@@ -41,7 +61,26 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       boff[o + i] = in[1] + i * plan.inner_stride[1];
     }
   });
-  if (a.dtype() == kBFloat16) {
+  if (autocast) {
+    // Autocast: float32 operands rounded to bfloat16 while packed, float32 sums and output.
+    const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+    const float* pa = a.data<float>();
+    const float* pb = b.data<float>();
+    float* pc = out.data<float>();
+    std::shared_ptr<const kernels::PackedB> packed;
+    if (nb == 1 && b.is_leaf() && b.requires_grad()) packed = packed_weight(b, {pb, false, bc, tb}, N, K, path);
+    auto one = [&](int64_t i) {
+      kernels::gemm_bf16(M, N, K, {pa + aoff[i] * M * K, false, ac, ta}, {pb + boff[i] * K * N, false, bc, tb}, pc + i * M * N, N,
+                         false, path, packed.get());
+    };
+    if (nb > 1 && M * N * K <= (int64_t{1} << 21)) {
+      kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) one(i);
+      });
+    } else {
+      for (int64_t i = 0; i < nb; ++i) one(i);
+    }
+  } else if (a.dtype() == kBFloat16) {
     // bfloat16 x bfloat16: float32 sums on the path ops/kernels/bf16.h chose, rounded once to bfloat16.
     Tensor acc = Tensor::empty(out_shape, kFloat32);
     const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>());
@@ -77,18 +116,17 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       for (int64_t i = 0; i < nb; ++i) one(i);
     }
   });
-  return record("matmul", out, {a, b}, [a, b, ta, tb](const Tensor& g, const Node& n) {
+  // The backward products run in the forward's precision, whatever the autocast state then.
+  return record(autocast ? "matmul (bf16 autocast)" : "matmul", out, {a, b}, [a, b, ta, tb, autocast](const Tensor& g, const Node& n) {
     // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g, then undo the op.
     Tensor ga, gb;
-    if (n.needs(0)) ga = sum_to(ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb), a.shape());
-    if (n.needs(1)) gb = sum_to(tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false), b.shape());
+    if (n.needs(0)) ga = sum_to(ta ? matmul_as(b, g, tb, true, autocast) : matmul_as(g, b, false, !tb, autocast), a.shape());
+    if (n.needs(1)) gb = sum_to(tb ? matmul_as(g, a, true, ta, autocast) : matmul_as(a, g, !ta, false, autocast), b.shape());
     return Grads{ga, gb};
   });
 }
 
-}  // namespace
-
-Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+Tensor matmul_as(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, bool autocast) {
   detail::check_float(a, "matmul");
   detail::check_float(b, "matmul");
   TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both operands need at least one dimension, got shapes {} and {}",
@@ -96,13 +134,20 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   TG_CHECK(a.dtype() == b.dtype(), "matmul", "operands have different dtypes ({} and {})", a.dtype(), b.dtype());
   TG_CHECK(!(transpose_a && a.dim() < 2) && !(transpose_b && b.dim() < 2), "matmul",
            "a transpose flag needs an operand of rank >= 2, got shapes {} and {}", a.shape(), b.shape());
+  autocast = autocast && a.dtype() == kFloat32;  // float64 (gradcheck) and bfloat16 tensors are never autocast
   if (a.dim() == 1 && b.dim() == 1) {
     TG_CHECK(a.numel() == b.numel(), "matmul", "vectors of lengths {} and {} differ", a.numel(), b.numel());
-    return reshape(matmul_nd(reshape(a, {1, a.numel()}), reshape(b, {b.numel(), 1}), false, false), Shape{});
+    return reshape(matmul_nd(reshape(a, {1, a.numel()}), reshape(b, {b.numel(), 1}), false, false, autocast), Shape{});
   }
-  if (a.dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b, false, transpose_b), -2);
-  if (b.dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, -1), transpose_a, false), -1);
-  return matmul_nd(a, b, transpose_a, transpose_b);
+  if (a.dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b, false, transpose_b, autocast), -2);
+  if (b.dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, -1), transpose_a, false, autocast), -1);
+  return matmul_nd(a, b, transpose_a, transpose_b, autocast);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  return matmul_as(a, b, transpose_a, transpose_b, autocast_enabled());
 }
 
 }  // namespace tg

@@ -6,3 +6,4 @@
 #include "reduce.h"
 #include "shape_ops.h"
 #include "cpu_capability.h"
+#include "autocast.h"

@@ -131,6 +131,7 @@ void SGD::step() {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     ++param_steps_[i];
+    p.impl().storage->bump_version();  // autocast's packed copy of this weight is stale
     const bool has_momentum = opts.momentum != 0;
     bool first = false;
     if (has_momentum && !buffer(i, 0).defined()) {
@@ -167,6 +168,7 @@ void Adam::step() {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    p.impl().storage->bump_version();  // autocast's packed copy of this weight is stale
     if (!buffer(i, 0).defined()) {
       buffer(i, 0) = zeros(p.shape(), p.dtype());
       buffer(i, 1) = zeros(p.shape(), p.dtype());

@@ -267,7 +267,7 @@ uint16_t* scratch(int slot, size_t elems) {
 
 // The portable path: the operands rounded to bfloat16 and widened (same layout), then float32 GEMM.
 void gemm_portable(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-                   bool accumulate) {
+                   bool accumulate, bool b_rounded = false) {
   auto rounded = [](const Bf16Operand& x, int64_t rows, int64_t cols) {  // op(x) is rows x cols
     const int64_t sr = x.trans ? cols : rows, sc = x.trans ? rows : cols;  // as stored
     std::vector<float> out(static_cast<size_t>(sr * sc));
@@ -285,7 +285,12 @@ void gemm_portable(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const 
     });
     return out;
   };
-  const std::vector<float> ar = rounded(a, M, K), br = rounded(b, K, N);
+  const std::vector<float> ar = rounded(a, M, K);
+  if (b_rounded) {  // already rounded (a PackedB), read in place
+    gemm<float>(a.trans, b.trans, M, N, K, ar.data(), a.trans ? M : K, static_cast<const float*>(b.data), b.ld, C, ldc, accumulate);
+    return;
+  }
+  const std::vector<float> br = rounded(b, K, N);
   gemm<float>(a.trans, b.trans, M, N, K, ar.data(), a.trans ? M : K, br.data(), b.trans ? K : N, C, ldc, accumulate);
 }
 
@@ -294,25 +299,32 @@ void gemm_portable(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const 
 // The ISA paths: B packed whole into 32-column panels (shared), A packed a block of rows at a time
 // (per thread), then the micro-kernel over every (row tile, panel) pair. Each element of C is
 // summed over all of K by one call, in one order.
-void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-                      bool accumulate, Bf16TileFn tile, int64_t tile_rows) {
-  const int64_t Kp = bf16_padded_k(K);
-  const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
-  const int64_t panel_size = Kp * kBf16PanelCols;
-  uint16_t* bp = scratch(0, static_cast<size_t>(panels * panel_size));
-  const bool small = 2.0 * static_cast<double>(M) * N * K < 2.0e5;
-  // A plain B is packed by pair rows (each row of B read once, contiguously); a transposed one by
-  // panels (each column's pairs are adjacent in memory).
-  auto pack_b = [&](int64_t x0, int64_t x1) {
+namespace {
+// Every panel of op(B) into bp (Kp * 32 values a panel). A plain B is packed by pair rows (each row
+// of B read once, contiguously); a transposed one by panels (each column's pairs are adjacent).
+void pack_all_panels(const Bf16Operand& b, int64_t N, int64_t K, uint16_t* bp, bool small) {
+  const int64_t Kp = bf16_padded_k(K), panels = (N + kBf16PanelCols - 1) / kBf16PanelCols, panel_size = Kp * kBf16PanelCols;
+  auto pack = [&](int64_t x0, int64_t x1) {
     if (!b.trans) return pack_b_pair_rows_bf16(b, N, K, x0, x1, bp);
     for (int64_t q = x0; q < x1; ++q)
       pack_b_panel_bf16(b, q * kBf16PanelCols, std::min(kBf16PanelCols, N - q * kBf16PanelCols), K, bp + q * panel_size);
   };
-  const int64_t pack_units = b.trans ? panels : Kp / 2;
-  if (small) pack_b(0, pack_units);
-  else parallel_for(0, pack_units, b.trans ? 1 : 8, pack_b);
+  const int64_t units = b.trans ? panels : Kp / 2;
+  if (small) pack(0, units);
+  else parallel_for(0, units, b.trans ? 1 : 8, pack);
+}
 
-  const int threads = small ? 1 : num_threads();
+bool is_small(int64_t M, int64_t N, int64_t K) { return 2.0 * static_cast<double>(M) * N * K < 2.0e5; }
+
+// The products over packed panels of B: A packed a block of rows at a time (per thread), then the
+// micro-kernel over every (row tile, panel) pair. Each element of C is summed over all of K by one
+// call, in one order, whatever the thread count.
+void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const uint16_t* bp, float* C, int64_t ldc,
+                    bool accumulate, Bf16TileFn tile, int64_t tile_rows) {
+  const int64_t Kp = bf16_padded_k(K);
+  const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
+  const int64_t panel_size = Kp * kBf16PanelCols;
+  const int threads = is_small(M, N, K) ? 1 : num_threads();
   // Row blocks of at most 128 rows (A block in L2), at least as many as threads when M allows.
   const int64_t even = (M + threads - 1) / threads;
   const int64_t mc = std::max<int64_t>(tile_rows, std::min<int64_t>(128, (even + tile_rows - 1) / tile_rows * tile_rows));
@@ -343,9 +355,40 @@ void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, con
     parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) { run_block(0, M, ap, q0, q1); });
   }
 }
+}  // namespace
+
+void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
+                      bool accumulate, Bf16TileFn tile, int64_t tile_rows) {
+  const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
+  uint16_t* bp = scratch(0, static_cast<size_t>(panels * bf16_padded_k(K) * kBf16PanelCols));
+  pack_all_panels(b, N, K, bp, is_small(M, N, K));
+  gemm_on_panels(M, N, K, a, bp, C, ldc, accumulate, tile, tile_rows);
+}
+
+PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path) {
+  PackedB p;
+  p.path = path;
+  p.N = N;
+  p.K = K;
+  p.trans = b.trans;
+  if (path == CpuPath::kPortable) {
+    const int64_t sr = b.trans ? N : K, sc = b.trans ? K : N;
+    p.rounded.resize(static_cast<size_t>(sr * sc));
+    for (int64_t r = 0; r < sr; ++r)
+      for (int64_t c = 0; c < sc; ++c) {
+        const int64_t off = r * b.ld + c;
+        p.rounded[r * sc + c] = widen_bf16(b.is_bf16 ? static_cast<const uint16_t*>(b.data)[off]
+                                                     : round_to_bf16(static_cast<const float*>(b.data)[off]));
+      }
+    return p;
+  }
+  p.panels.resize(static_cast<size_t>((N + kBf16PanelCols - 1) / kBf16PanelCols * bf16_padded_k(K) * kBf16PanelCols));
+  pack_all_panels(b, N, K, p.panels.data(), false);
+  return p;
+}
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-               bool accumulate, CpuPath path) {
+               bool accumulate, CpuPath path, const PackedB* packed) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate)
@@ -354,12 +397,18 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16
   }
   if (static_cast<int>(path) > static_cast<int>(best_cpu_path()))
     throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_path_name(path) + " path");
-  switch (path) {
-    case CpuPath::kAmx: return gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, tile_amx, kAmxRows);
-    case CpuPath::kAvx512Bf16: return gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, tile_avx512bf16, kAvx512Bf16Rows);
-    case CpuPath::kPortable: break;
+  if (packed && (packed->path != path || packed->N != N || packed->K != K))
+    throw std::invalid_argument("gemm_bf16: the packed B was made for another shape or path");
+  const Bf16TileFn tile = path == CpuPath::kAmx ? tile_amx : tile_avx512bf16;
+  const int64_t rows = path == CpuPath::kAmx ? kAmxRows : kAvx512Bf16Rows;
+  if (path == CpuPath::kPortable) {
+    if (!packed) return gemm_portable(M, N, K, a, b, C, ldc, accumulate);
+    Bf16Operand a_only = a;
+    return gemm_portable(M, N, K, a_only, {packed->rounded.data(), false, packed->trans ? K : N, packed->trans}, C, ldc,
+                         accumulate, /*b_rounded=*/true);
   }
-  gemm_portable(M, N, K, a, b, C, ldc, accumulate);
+  if (packed) return gemm_on_panels(M, N, K, a, packed->panels.data(), C, ldc, accumulate, tile, rows);
+  gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, tile, rows);
 }
 
 }  // namespace tg::kernels

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tg::kernels {
 
@@ -56,9 +57,22 @@ struct Bf16Operand {
   bool trans = false;
 };
 
-// C[M, N] (row stride ldc) = op(A)[M, K] op(B)[K, N], or += when accumulate.
+// B packed once for repeated products (autocast packs a float32 weight once per optimizer step):
+// on the ISA paths its VNNI-2 panels, on the portable path its bfloat16-rounded values as float32
+// in B's own layout (ld = trans ? K : N).
+struct PackedB {
+  CpuPath path = CpuPath::kPortable;
+  int64_t N = 0, K = 0;
+  bool trans = false;
+  std::vector<uint16_t> panels;
+  std::vector<float> rounded;
+};
+PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path);
+
+// C[M, N] (row stride ldc) = op(A)[M, K] op(B)[K, N], or += when accumulate. With `packed` (made
+// by pack_b_bf16 for this N, K and path), b is not read.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-               bool accumulate, CpuPath path);
+               bool accumulate, CpuPath path, const PackedB* packed = nullptr);
 inline void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
                       bool accumulate = false) {
   gemm_bf16(M, N, K, a, b, C, ldc, accumulate, cpu_path());

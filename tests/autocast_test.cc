@@ -1,0 +1,123 @@
+// Autocast (ops/autocast.h): float32 products in bfloat16 with float32 sums, forward and both
+// backward products, against PyTorch running the same policy; float64 untouched; a weight's cached
+// pack follows in-place changes and optimizer steps; the results do not depend on the thread count.
+#include "test_util.h"
+
+namespace tgt {
+namespace {
+
+Tensor rounded(const Tensor& t) { return t.to(tg::kBFloat16).to(tg::kFloat64); }
+
+TEST(Autocast, ProductsTakeBFloat16InputsAndSumInFloat32) {
+  tg::manual_seed(1);
+  Tensor a = tg::randn({33, 70}), b = tg::randn({70, 45});
+  Tensor plain = tg::matmul(a, b);
+  Tensor c;
+  {
+    tg::AutocastGuard autocast(tg::kBFloat16);
+    EXPECT_TRUE(tg::autocast_enabled());
+    c = tg::matmul(a, b);
+  }
+  EXPECT_FALSE(tg::autocast_enabled());
+  EXPECT_EQ(c.dtype(), tg::kFloat32);
+  EXPECT_TRUE(close(c, tg::matmul(rounded(a), rounded(b)), 1e-5, 1e-5));
+  EXPECT_FALSE(close(c, plain, 1e-5, 1e-5)) << "the inputs were not rounded";
+  // Nested guards and an inner kFloat32 scope.
+  tg::AutocastGuard outer;
+  {
+    tg::AutocastGuard off(tg::kFloat32);
+    EXPECT_FALSE(tg::autocast_enabled());
+    EXPECT_TRUE(close(tg::matmul(a, b), plain, 0, 0));
+  }
+  EXPECT_TRUE(tg::autocast_enabled());
+  EXPECT_THROW(tg::AutocastGuard(tg::kFloat64), tg::Error);
+}
+
+TEST(Autocast, MatchesPyTorchRunningTheSamePolicy) {
+  tg::SafetensorsFile g = tg::load_safetensors(std::string(TG_TEST_DATA_DIR) + "/golden/autocast_mlp.safetensors").value();
+  auto t = [&](const char* n) { return g.tensors.at(n); };
+  tg::Linear l1(40, 96), l2(96, 24);
+  l1.weight = t("w1").detach().requires_grad_();
+  l1.bias = t("b1").detach().requires_grad_();
+  l2.weight = t("w2").detach().requires_grad_();
+  l2.bias = t("b2").detach().requires_grad_();
+  Tensor x = t("x").detach().requires_grad_();
+  Tensor y;
+  {
+    tg::AutocastGuard autocast;
+    y = l2.forward(tg::gelu(l1.forward(x)));
+    tg::sum(tg::mul(y, t("loss_weight"))).backward();  // inside the guard
+  }
+  EXPECT_TRUE(close(y, t("y"), 1e-5, 1e-5));
+  for (auto [got, name] : std::vector<std::pair<Tensor, const char*>>{
+           {x.grad(), "grad_x"}, {l1.weight.grad(), "grad_w1"}, {l1.bias.grad(), "grad_b1"}, {l2.weight.grad(), "grad_w2"},
+           {l2.bias.grad(), "grad_b2"}}) {
+    EXPECT_EQ(got.dtype(), tg::kFloat32) << name;
+    EXPECT_TRUE(close(got, t(name), 1e-5, 1e-5)) << name;
+  }
+  // Backward outside the guard: the products keep the forward's precision.
+  Tensor x2 = t("x").detach().requires_grad_();
+  Tensor y2;
+  {
+    tg::AutocastGuard autocast;
+    y2 = l2.forward(tg::gelu(l1.forward(x2)));
+  }
+  tg::sum(tg::mul(y2, t("loss_weight"))).backward();
+  EXPECT_TRUE(close(x2.grad(), t("grad_x"), 1e-5, 1e-5));
+}
+
+TEST(Autocast, Float64IsNeverAutocastSoGradcheckHolds) {
+  tg::AutocastGuard autocast;
+  Tensor a = leaf({3, 4}), b = leaf({4, 5});
+  EXPECT_TRUE(gradcheck_ok([](const std::vector<Tensor>& in) { return tg::matmul(in[0], in[1]); }, {a, b}));
+  EXPECT_TRUE(close(tg::matmul(a, b), tg::matmul(a.detach(), b.detach()), 0, 0));
+}
+
+TEST(Autocast, ACachedWeightFollowsInPlaceChangesAndOptimizerSteps) {
+  tg::manual_seed(2);
+  tg::Linear lin(64, 48);
+  Tensor x = tg::randn({10, 64});
+  tg::AutocastGuard autocast;
+  auto expected = [&] { return tg::add(tg::matmul(rounded(x), rounded(lin.weight), false, true), lin.bias.to(tg::kFloat64)); };
+  EXPECT_TRUE(close(lin.forward(x), expected(), 1e-5, 1e-5));
+  EXPECT_TRUE(close(lin.forward(x), expected(), 1e-5, 1e-5));  // from the cached pack
+  {
+    tg::NoGradGuard ng;
+    lin.weight.mul_(-3.0);  // in place, between two forwards
+  }
+  EXPECT_TRUE(close(lin.forward(x), expected(), 1e-5, 1e-5));
+  tg::SGD opt(lin.named_parameters(), {.lr = 0.5});
+  tg::sum(tg::square(lin.forward(x))).backward();
+  opt.step();
+  EXPECT_TRUE(close(lin.forward(x), expected(), 1e-5, 1e-5)) << "after an optimizer step";
+  tg::StateDict sd;
+  sd.insert("weight", tg::randn({48, 64}));
+  sd.insert("bias", tg::randn({48}));
+  lin.load_state_dict(sd, true);
+  EXPECT_TRUE(close(lin.forward(x), expected(), 1e-5, 1e-5)) << "after loading a state dict";
+}
+
+TEST(Autocast, ResultsDoNotDependOnTheThreadCount) {
+  tg::manual_seed(3);
+  tg::Linear lin(300, 200);
+  Tensor x = tg::randn({130, 300}).requires_grad_();
+  const int saved = tg::num_threads();
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2}) {
+    tg::set_num_threads(threads);
+    tg::AutocastGuard autocast;
+    x.zero_grad();
+    lin.weight.zero_grad();
+    Tensor y = lin.forward(x);
+    tg::sum(tg::square(y)).backward();
+    std::vector<float> v = y.to_vector<float>(), gx = x.grad().to_vector<float>(), gw = lin.weight.grad().to_vector<float>();
+    v.insert(v.end(), gx.begin(), gx.end());
+    v.insert(v.end(), gw.begin(), gw.end());
+    outs.push_back(v);
+  }
+  tg::set_num_threads(saved);
+  EXPECT_EQ(outs[0], outs[1]);
+}
+
+}  // namespace
+}  // namespace tgt
