@@ -18,7 +18,7 @@
 namespace {
 
 struct Options {
-  std::string model, input, output, pooling;
+  std::string model, input, output, pooling, precision = "fp32";
   bool normalize = false, overwrite = false;
   int64_t layer = -1, batch = 32, max_length = 0, threads = 0;
 };
@@ -37,6 +37,7 @@ int run(int argc, char** argv) {
   f.check([&o] { return o.max_length == 0 || o.max_length >= 2 ? std::string() : std::string("--max_length: 0 (the folder's) or at least 2 ([CLS] and [SEP])"); });
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   f.add("overwrite", &o.overwrite, "replace an existing --output");
+  tg::cli::add_precision(f, &o.precision);
   f.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
   namespace fs = std::filesystem;
@@ -44,6 +45,7 @@ int run(int argc, char** argv) {
   if (fs::exists(o.output) && !o.overwrite)
     tg::cli::fail(fmt::format("{} exists; pass --overwrite to replace it, or another --output", o.output));
 
+  tg::AutocastGuard autocast(tg::cli::precision(o.precision));
   auto enc = tg::text::SentenceEncoder::load(o.model).value();
   const tg::BertConfig& cfg = enc->model().cfg;
   if (o.layer > cfg.layers) tg::cli::fail(fmt::format("--layer {}: the model has {} layers (0..{})", o.layer, cfg.layers, cfg.layers));
@@ -56,10 +58,10 @@ int run(int argc, char** argv) {
 
   const std::vector<std::string> lines =
       tg::text::read_lines(o.input, {.trim = false, .skip_empty = false}).value();
-  std::fprintf(stderr, "bert_embed: %zu lines, %lld layers x %lld wide, %s pooling%s, at most %lld tokens, %d threads\n",
+  std::fprintf(stderr, "bert_embed: %zu lines, %lld layers x %lld wide, %s pooling%s, at most %lld tokens, %d threads, %s\n",
                lines.size(), static_cast<long long>(o.layer < 0 ? cfg.layers : o.layer), static_cast<long long>(cfg.hidden),
                enc->pooling == tg::Pooling::Cls ? "CLS" : "mean", enc->normalize ? ", normalized" : "",
-               static_cast<long long>(enc->max_length), tg::num_threads());
+               static_cast<long long>(enc->max_length), tg::num_threads(), o.precision.c_str());
   tg::train::Progress progress(static_cast<int64_t>(lines.size()), "embed", "sentences");
   tg::Tensor e = enc->encode(lines, o.batch, [&](int64_t done) { progress.update(done, "", done); });
   progress.finish();

@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kNumClasses = 4;
 
 struct Options {
-  std::string model = "data/models/all-MiniLM-L6-v2", wordnet = "/usr/share/wordnet", out = "runs/glosses";
+  std::string model = "data/models/all-MiniLM-L6-v2", wordnet = "/usr/share/wordnet", out = "runs/glosses", precision = "fp32";
   int64_t train = 24000, valid = 1000, test = 0, batch = 32, epochs = 1, threads = 0, eval_every = 100;
   double lr = 5e-5, minutes = 25;
   uint64_t seed = 1;
@@ -279,8 +279,10 @@ int run(int argc, char** argv) {
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   f.add("seed", &o.seed, "samples, initialisation and data order");
   f.add("overwrite", &o.overwrite, "replace an earlier run in --out");
+  tg::cli::add_precision(f, &o.precision);
   f.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+  tg::AutocastGuard autocast(tg::cli::precision(o.precision));  // the encoder's features, the heads and fine-tuning
   tg::make_dirs(o.out).or_throw();
   tg::train::check_run_dir(o.out, /*resume=*/false, o.overwrite, /*can_resume=*/false).or_throw();
   if (o.overwrite) fs::remove(o.out + "/metrics.jsonl");

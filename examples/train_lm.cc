@@ -21,7 +21,7 @@ using tg::Tensor;
 namespace {
 
 struct Options {
-  std::string text = "data/kjv.txt", out = "runs/lm", tokenizer = "char", prompt = "\n", load;
+  std::string text = "data/kjv.txt", out = "runs/lm", tokenizer = "char", prompt = "\n", load, precision = "fp32";
   int64_t vocab = 2000, layers = 4, heads = 4, width = 128, context = 64, batch = 12, steps = 2000, warmup = 100;
   int64_t eval_every = 250, eval_windows = 200, sample = 300, top_k = 0, threads = 0;
   double lr = 1e-3, dropout = 0, weight_decay = 0.01, temperature = 0.8, top_p = 1.0;
@@ -148,6 +148,7 @@ int run(int argc, char** argv) {
   f.add("prompt", &o.prompt, "text the sample continues");
   f.add("seed", &o.seed, "random seed (weights, data order, dropout, sampling)");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  tg::cli::add_precision(f, &o.precision);
   f.add("resume", &o.resume, "continue from the newest checkpoint in OUT");
   f.add("overwrite", &o.overwrite, "replace an earlier run in OUT");
   f.check([&o] { return o.width % o.heads == 0 ? "" : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads); });
@@ -155,6 +156,10 @@ int run(int argc, char** argv) {
   f.check([&o] { return !o.load.empty() && (o.resume || o.overwrite) ? "--load samples only: no --resume or --overwrite" : ""; });
   f.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+  // bf16: training (the Trainer's option), evaluation, sampling and the report's attention maps
+  // run their matrix products under autocast.
+  const tg::DType precision = tg::cli::precision(o.precision);
+  tg::AutocastGuard autocast(precision);
   if (!o.load.empty()) return generate_only(o);
   tg::make_dirs(o.out).or_throw();
   tg::train::check_run_dir(o.out, o.resume, o.overwrite).or_throw();
@@ -202,6 +207,7 @@ int run(int argc, char** argv) {
                                          o.dropout, o.weight_decay, o.seed);
   tg::train::Trainer trainer(model, opt, {.run_dir = o.out, .max_steps = o.steps, .clip_grad_norm = 1.0,
                                           .eval_every = o.eval_every, .keep_last = 2, .seed = o.seed, .unit = "tok",
+                                          .precision = precision,
                                           .config_hash = tg::fingerprint(config), .tokenizer_fingerprint = tok->fingerprint()});
   trainer.set_schedule(tg::WarmupCosineSchedule{.peak = o.lr, .warmup = o.warmup, .total = std::max(o.steps, o.warmup + 1),
                                                 .min_lr = 0.1 * o.lr});

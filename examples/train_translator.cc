@@ -32,6 +32,7 @@ struct Options {
   double lr = 1e-3, label_smoothing = 0.1;
   uint64_t seed = 1;
   int64_t threads = 0;
+  std::string precision = "fp32";
 };
 
 void define_flags(tg::cli::Flags& f, Options& o) {
@@ -70,6 +71,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("samples", &o.samples, "validation sentences to translate with beam search at the end").min(0);
   f.add("seed", &o.seed, "random seed");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  tg::cli::add_precision(f, &o.precision);
   f.check([&o] {
     return o.cfg.width % o.cfg.heads == 0
                ? std::string()
@@ -127,6 +129,9 @@ int run(int argc, char** argv) {
   define_flags(flags, o);
   flags.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+  // bf16: training (the Trainer's option), evaluation, BLEU and the samples under autocast.
+  const tg::DType precision = tg::cli::precision(o.precision);
+  tg::AutocastGuard autocast(precision);
   const std::string& dir = o.save;
   tg::make_dirs(dir).or_throw();
   tg::train::check_run_dir(dir, o.resume, o.overwrite).or_throw();
@@ -197,7 +202,7 @@ int run(int argc, char** argv) {
   tg::train::Trainer trainer(model, opt,
                              {.run_dir = dir, .max_steps = o.steps, .max_epochs = o.epochs, .max_minutes = o.minutes,
                               .clip_grad_norm = 1.0, .eval_each_epoch = true, .keep_last = 2, .seed = o.seed * 7919,
-                              .unit = "tok", .config_hash = tg::fingerprint(config),
+                              .unit = "tok", .precision = precision, .config_hash = tg::fingerprint(config),
                               .tokenizer_fingerprint = src_tok->fingerprint() + tgt_tok->fingerprint()});
   const double peak = o.lr, warmup = static_cast<double>(o.warmup);
   trainer.set_schedule([=](int64_t step) {  // the paper's shape, scaled to peak at `warmup`

@@ -13,7 +13,7 @@
 
 int main(int argc, char** argv) {
   return tg::cli::run_main(argc, argv, [&] {
-    std::string load = "runs/translator";
+    std::string load = "runs/translator", precision = "fp32";
     int64_t beam = 4, max_len = 80, threads = 0;
     bool no_cache = false;
     tg::cli::Flags flags("translate", "translate stdin, one sentence a line, with a model train_translator saved");
@@ -22,8 +22,10 @@ int main(int argc, char** argv) {
     flags.add("max_len", &max_len, "most tokens per translation").range(1, 10000);
     flags.add("threads", &threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
     flags.add("no_cache", &no_cache, "recompute the whole prefix at every step instead of using key/value caches (for comparisons)");
+    tg::cli::add_precision(flags, &precision);
     flags.parse(argc, argv).or_throw();
     if (threads > 0) tg::set_num_threads(static_cast<int>(threads));
+    tg::AutocastGuard autocast(tg::cli::precision(precision));
     translator::Translator t = translator::load(load).value();
     std::string line;
     int64_t sentences = 0;

@@ -12,7 +12,8 @@ expect_error() {
   "$@" >"$TMP/out" 2>"$TMP/err"
   local rc=$?
   local lines
-  lines=$(grep -c . "$TMP/err")
+  # The first line is the program's version line (tapegrad, its build, the bf16 path); then the error.
+  lines=$(grep -v "^[a-z_0-9]*: tapegrad [0-9]" "$TMP/err" | grep -c .)
   if [[ $rc -eq 0 || $rc -gt 125 ]]; then
     echo "FAIL: '$*' exited with $rc (expected an error exit, not success or a signal)"; failures=$((failures + 1))
   elif ! grep -q -- "$fragment" "$TMP/err"; then
@@ -145,6 +146,23 @@ expect_error "--pooling: expected one of" "$BIN/bert_embed" --model "$TMP/bad_mo
 touch "$TMP/exists.safetensors"
 expect_error "exists; pass --overwrite" "$BIN/bert_embed" --model "$TMP/bad_model" --input "$TMP/s.txt" --output "$TMP/exists.safetensors"
 expect_error "not a model folder" "$BIN/classify_glosses" --model "$TMP/no_model" --out "$TMP/glosses"
+# Precision and the bf16 path: --version names it, every program's first stderr line too, a bad
+# value is one line, a bf16 run trains and resumes (and records its precision).
+expect_error "--precision: expected one of fp32, bf16" "$BIN/train_lm" --text "$TMP/text.txt" --precision fp16 --out "$TMP/run"
+if "$BIN/train_lm" --version | grep -q "bf16 matmul: " && "$BIN/translate" --version | grep -q "tapegrad "; then echo "ok: --version"; else
+  echo "FAIL: --version"; failures=$((failures + 1)); fi
+expect_error "TG_CPU_CAPABILITY=avx1024 is not a path" env TG_CPU_CAPABILITY=avx1024 "$BIN/train_lm" --text "$TMP/text.txt" --out "$TMP/run"
+if "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --context 8 --steps 3 --eval_every 2 --sample 5 \
+     --precision bf16 --out "$TMP/lm_bf16" >"$TMP/out" 2>"$TMP/err" &&
+   head -1 "$TMP/err" | grep -q "bf16 matmul: " &&
+   "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --context 8 --steps 4 --eval_every 2 --sample 5 \
+     --precision bf16 --out "$TMP/lm_bf16" --resume >"$TMP/out" 2>"$TMP/err" && ! grep -q "was computed in" "$TMP/err" &&
+   "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --context 8 --steps 5 --eval_every 2 --sample 5 \
+     --out "$TMP/lm_bf16" --resume >"$TMP/out" 2>"$TMP/err" && grep -q "was computed in bfloat16 on the" "$TMP/err"; then
+  echo "ok: train_lm --precision bf16, resumed in bf16, then in fp32 (reported)"
+else
+  echo "FAIL: train_lm --precision bf16:"; tail -5 "$TMP/err"; failures=$((failures + 1))
+fi
 # The README's own-model example is examples/custom_model.cc, to the letter, and it trains.
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 awk '/^\/\/ Your own model, trained by the library loop/{on=1} on&&/^```$/{exit} on{print}' "$SRC/README.md" >"$TMP/readme.cc"

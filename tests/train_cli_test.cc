@@ -421,6 +421,8 @@ TEST(CliTest, RunMainMapsExceptionsToOneLineAndExitCode1) {
                 },
                 &err),
             1);
+  // The first Flags::parse of a process prints the version line first (whichever test parses first).
+  if (err.find(": tapegrad ") != std::string::npos) err.erase(0, err.find('\n') + 1);
   EXPECT_EQ(err, "myprog: --lr: expected a number, got 'abc'\n");
 }
 

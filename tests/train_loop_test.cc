@@ -329,6 +329,51 @@ TEST(TrainLoop, GradReadyHookSeesEachCompleteGradientOnce) {
   EXPECT_GT(std::fabs(seen[0]) + std::fabs(seen[1]) + std::fabs(seen[2]), 0.1);
 }
 
+TEST(TrainLoop, BFloat16RunsResumeBitIdenticallyAndRecordTheirPrecision) {
+  const Data data;
+  TrainerOptions o{.max_steps = 10, .eval_every = 3, .eval_at_end = false, .precision = tg::kBFloat16};
+  o.run_dir = fresh_dir("bf16_straight");
+  TrainingRun straight(1, o);
+  straight.fit(data);
+  TrainerOptions f32 = o;
+  f32.precision = tg::kFloat32;
+  f32.run_dir = fresh_dir("f32_straight");
+  TrainingRun plain(1, f32);
+  plain.fit(data);
+  EXPECT_NE(straight.losses, plain.losses) << "bfloat16 products give other losses than float32";
+  for (size_t i = 0; i < plain.losses.size(); ++i) EXPECT_NEAR(straight.losses[i], plain.losses[i], 0.02) << i;
+
+  o.run_dir = fresh_dir("bf16_resumed");
+  TrainerOptions first = o;
+  first.max_steps = 6;
+  TrainingRun a(1, first);
+  a.fit(data);
+  const tg::train::TrainState saved = tg::train::peek_train_state(o.run_dir + "/checkpoint-00000006.safetensors").value();
+  EXPECT_EQ(saved.precision, "bfloat16");
+  EXPECT_EQ(saved.cpu_path, tg::cpu_capability_name(tg::cpu_capability()));
+  TrainingRun b(5, o);
+  ASSERT_TRUE(b.trainer->resume().ok());
+  b.fit(data);
+  std::vector<double> joined = a.losses;
+  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  EXPECT_EQ(joined, straight.losses);
+  // Resuming the same checkpoint in float32 is allowed, and said.
+  TrainerOptions other = o;
+  other.precision = tg::kFloat32;
+  other.run_dir = fresh_dir("bf16_then_f32");
+  fs::create_directories(other.run_dir);
+  fs::copy(o.run_dir + "/checkpoint-00000006.safetensors", other.run_dir);
+  tg::write_file_atomic(other.run_dir + "/metrics.jsonl",
+                        slurp(o.run_dir + "/metrics.jsonl").substr(0, static_cast<size_t>(saved.metrics_bytes))).or_throw();
+  TrainingRun c(1, other);
+  testing::internal::CaptureStderr();
+  tg::Status s = c.trainer->resume();
+  const std::string said = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_NE(said.find("was computed in bfloat16 on the"), std::string::npos) << said;
+  EXPECT_NE(said.find("continues in float32"), std::string::npos) << said;
+}
+
 // ---- Run folders that cannot be turned against their owner: what a checkpoint says is checked ----
 
 // Rewrites a checkpoint with some metadata entries replaced (as someone sharing it could).

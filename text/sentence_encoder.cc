@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ops/autocast.h"
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "io/file.h"
@@ -142,8 +143,10 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
   const int threads = recording ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), batches));
   std::mutex progress_mutex;
   int64_t done = 0;
+  const bool autocast = autocast_enabled();
   kernels::parallel_run(threads, [&](int c) {
-    NoGradGuard ng;  // grad mode is per thread
+    NoGradGuard ng;  // grad mode and autocast are per thread
+    AutocastGuard ac(autocast ? kBFloat16 : kFloat32);
     for (int64_t b = c; b < batches; b += threads) {
       const int64_t start = b * batch, end = std::min(n, start + batch);
       std::vector<Encoding> part;

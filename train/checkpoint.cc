@@ -78,6 +78,11 @@ Result<TrainState> read_state(const SafetensorsFile& f, const std::string& path,
   // "kept" (a list of file names older versions wrote) is ignored: files to delete come from the folder.
   TG_GET(st.config_hash, metadata_string(m, "config_hash", path));
   TG_GET(st.tokenizer_fingerprint, metadata_string(m, "tokenizer_fingerprint", path));
+  // Older checkpoints have neither: float32.
+  if (m.count("precision")) TG_GET(st.precision, metadata_string(m, "precision", path));
+  if (m.count("cpu_path")) TG_GET(st.cpu_path, metadata_string(m, "cpu_path", path));
+  if (st.precision != "float32" && st.precision != "bfloat16")
+    return io_error("{}: metadata 'precision' = '{}' (expected float32 or bfloat16)", path, clip_for_message(st.precision));
 #undef TG_GET
   for (const auto& [k, v] : m) {
     if (k.rfind("rng.", 0) == 0) {
@@ -136,6 +141,8 @@ void build_state(const TrainState& st, const Module& model, const Optimizer& opt
   meta["metrics_bytes"] = std::to_string(st.metrics_bytes);
   meta["config_hash"] = st.config_hash;
   meta["tokenizer_fingerprint"] = st.tokenizer_fingerprint;
+  meta["precision"] = st.precision;
+  if (!st.cpu_path.empty()) meta["cpu_path"] = st.cpu_path;
   for (const auto& [name, s] : st.rngs) meta["rng." + name] = rng_to_string(s);
   for (const auto& [k, v] : st.user) meta["user." + k] = v;
 }

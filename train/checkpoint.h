@@ -7,7 +7,7 @@
 //   metadata  "format" = "tapegrad.train_state", "version" = "1", "optimizer", "lr",
 //             "rng.<stream>" (each random generator's state), "step", "micro_step", "epoch",
 //             "epoch_samples", "samples", "sampler_seed", "seconds", "early_stop.*", "metrics_bytes",
-//             "config_hash", "tokenizer_fingerprint", and "user.<key>" entries.
+//             "config_hash", "tokenizer_fingerprint", "precision", "cpu_path" and "user.<key>" entries.
 //
 // Nothing in a checkpoint names a file: which checkpoints a run keeps is derived from the names in
 // its folder (checkpoint_step), never from a list stored in a file someone may have edited.
@@ -48,6 +48,7 @@ struct TrainState {
   int64_t metrics_bytes = -1;     // metrics.jsonl's length when this state was saved
   History history{};
   std::string config_hash{}, tokenizer_fingerprint{};
+  std::string precision = "float32", cpu_path{};  // what computed the run so far (cpu_path: with bfloat16 only)
   std::map<std::string, Generator::State> rngs{};  // every random stream; "default" is tg::default_generator()
   Metadata user{};                                 // the program's own entries
 };

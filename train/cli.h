@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../graph/shape.h"
 #include "../io/status.h"
 
 namespace tg::cli {
@@ -92,8 +93,8 @@ class Flags {
   bool given(std::string_view name) const;
 
   // Sets the bound variables from argv (argv[0] is the program) and checks them; meant to be called
-  // once, and on error the program stops (values parsed before the error stay set). On -h/--help:
-  // prints usage() to stdout and exits 0. Otherwise returns the first error, e.g.
+  // once, and on error the program stops. The first call prints version_line() on stderr (process 0) (values parsed before the error stay set). On -h/--help:
+  // prints usage() to stdout and exits 0; on --version, version_line(). Otherwise returns the first error, e.g.
   //   "--lr: expected a number, got 'abc'"        "--dropout: must be in [0, 1), got 1.5"
   //   "unknown flag --lrr (did you mean --lr?)"  "unexpected argument 'foo' (flags start with --)"
   //   "--layers: missing value"                  "--tokenizer: expected one of word, char, got 'x'"
@@ -110,6 +111,18 @@ class Flags {
   std::vector<std::unique_ptr<Flag>> flags_;
   std::vector<std::function<std::string()>> rules_;
 };
+
+// --precision fp32|bf16 (default fp32), for the programs that train or run a model: fp32 computes in
+// float32; bf16 runs the matrix products under tg::AutocastGuard (bfloat16 inputs, float32 sums;
+// weights and everything else stay float32).
+Flag& add_precision(Flags& f, std::string* value);
+// The dtype a --precision value names. For bf16 on a CPU without AVX512-BF16 or AMX, one warning
+// line on stderr: the products are then rounded to bfloat16 and computed by the float32 kernels.
+DType precision(const std::string& value);
+
+// "PROGRAM: tapegrad 0.1.0 (TG_ARCH=native, -march=znver3), bf16 matmul: avx512_bf16 (CPU: ...)":
+// what --version prints, and what run_main() prints first on stderr.
+std::string version_line();
 
 // Sets program_name() to basename(argv[0]) and returns body()'s exit code. Any exception escaping
 // body (tg::Error, std::exception, anything else) becomes one line "program: message" on stderr and

@@ -17,6 +17,8 @@
 #include "graph/node.h"
 #include "graph/random.h"
 #include "models/module_io.h"
+#include "ops/autocast.h"
+#include "ops/cpu_capability.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
 #include "io/file.h"
@@ -156,12 +158,20 @@ Trainer::Trainer(Module& model, Optimizer& opt, TrainerOptions options)
   TG_CHECK(o.early_stop.patience >= 1 && o.early_stop.min_delta >= 0, "Trainer",
            "early_stop.patience must be >= 1 and min_delta >= 0 (got {}, {})", o.early_stop.patience, o.early_stop.min_delta);
   TG_CHECK(!o.save_best || !o.early_stop.metric.empty(), "Trainer", "save_best needs early_stop.metric (which metric is best)");
+  TG_CHECK(o.precision == kFloat32 || o.precision == kBFloat16, "Trainer", "precision must be float32 or bfloat16, got {}",
+           o.precision);
   state_.sampler_seed = o.seed;
+  set_precision_record();
   state_.config_hash = o.config_hash;
   state_.tokenizer_fingerprint = o.tokenizer_fingerprint;
 }
 
 Trainer::~Trainer() { *impl_->alive = false; }
+
+void Trainer::set_precision_record() {
+  state_.precision = dtype_name(opts_.precision);
+  state_.cpu_path = opts_.precision == kBFloat16 ? cpu_capability_name(cpu_capability()) : "";
+}
 
 double Trainer::elapsed() const {
   return impl_->seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->clock).count();
@@ -377,7 +387,8 @@ Status Trainer::check_same_setup() {
        fmt::format("{} {} {} {} {} {:g} {} {} {}", o.eval_each_epoch, o.eval_at_end, o.early_stop.metric, o.early_stop.maximize,
                    o.early_stop.patience, o.early_stop.min_delta, o.grad_sync.bucket_bytes, o.grad_sync.overlap,
                    o.check_replicas_every)},
-      {"run folder", o.run_dir}};
+      {"run folder", o.run_dir},
+      {"precision and bf16 kernel path", state_.precision + " " + state_.cpu_path}};
   std::string mine;
   for (const auto& [k, v] : items) mine += v + "\n";
   std::vector<std::string> all;
@@ -488,7 +499,13 @@ Status Trainer::resume_here(const std::string& path) {
   if (opt_.steps() != st->step)
     return io_error("{}: its step {} disagrees with the optimizer's step count {} stored beside it (an edited or mixed-up "
                     "checkpoint)", file, st->step, opt_.steps());
+  const std::string was = st->precision + (st->cpu_path.empty() ? "" : " on the " + st->cpu_path + " path");
   state_ = std::move(*st);
+  set_precision_record();
+  const std::string now = state_.precision + (state_.cpu_path.empty() ? "" : " on the " + state_.cpu_path + " path");
+  if (was != now)
+    std::fprintf(stderr, "tapegrad: %s was computed in %s; this run continues in %s, so it will not be bit-identical to "
+                 "an uninterrupted run\n", file.c_str(), was.c_str(), now.c_str());
   impl_->resumed_from = fs::path(file).filename().string();
   impl_->last_good = file;
   default_generator().set_state(state_.rngs.at("default"));
@@ -542,6 +559,8 @@ std::string Trainer::save_checkpoint() {
 
 double Trainer::evaluate_loss(const std::vector<std::vector<int64_t>>& batches, const StepFn& step) {
   NoGradGuard ng;
+  std::optional<AutocastGuard> autocast;
+  if (opts_.precision == kBFloat16) autocast.emplace(kBFloat16);
   const bool was = model_.is_training();
   model_.eval();
   double sums[2] = {0, 0};  // loss, count; with several processes each takes every size()-th batch
@@ -560,6 +579,8 @@ bool Trainer::evaluate(const EvalFn& eval, FitResult& result) {
   std::map<std::string, double> m;
   {
     NoGradGuard ng;
+    std::optional<AutocastGuard> autocast;
+    if (opts_.precision == kBFloat16) autocast.emplace(kBFloat16);
     const bool was = model_.is_training();
     model_.eval();
     m = eval();
@@ -726,8 +747,11 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       if (opts_.max_steps == 0) new_bar();
     }
 
-    // One optimizer step: forward and backward of each micro-batch (summed losses).
+    // One optimizer step: forward and backward of each micro-batch (summed losses), under autocast
+    // in bfloat16 (the all-reduce, clipping and the optimizer step run after it, in float32).
     double loss_sum = 0, count = 0;
+    std::optional<AutocastGuard> autocast;
+    if (opts_.precision == kBFloat16) autocast.emplace(kBFloat16);
     for (int64_t m = 0; m < opts_.accumulate && next < batches.size(); ++m) {
       const std::vector<int64_t>& global = batches[next++];
       impl_->grads_final = m + 1 == opts_.accumulate || next == batches.size();
@@ -750,6 +774,7 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       state_.epoch_samples += static_cast<int64_t>(global.size());
       state_.samples += static_cast<int64_t>(global.size());
     }
+    autocast.reset();
     if (distributed()) {  // gradients, losses and counts summed over the processes
       impl_->sync->finish();
       double sums[2] = {loss_sum, count};

@@ -120,6 +120,11 @@ struct TrainerOptions {
   // second signal exits at once); see train/interrupt.h. false: the signals keep their usual effect.
   bool handle_interrupts = true;
   std::string unit = "tok";      // what a step function's count counts, for the progress line
+  // kBFloat16: the step function and the evaluation run under tg::AutocastGuard (ops/autocast.h):
+  // matrix products in bfloat16 with float32 sums; parameters, gradients, the optimizer, the
+  // all-reduce and checkpoints stay float32. The precision and the kernel path are recorded in each
+  // checkpoint; resuming with another is allowed and reported (the run is then not bit-identical).
+  DType precision = kFloat32;
   std::string config_hash{};       // must match on resume (a hash of the program's configuration)
   std::string tokenizer_fingerprint{};  // must match on resume (see text::Tokenizer::fingerprint)
   // Data parallelism: the processes that train together (nullptr: tg::dist::world(), i.e. every
@@ -225,6 +230,7 @@ class Trainer {
   void send_state_from_main();    // process 0's model, optimizer and state to the others
   void check_replicas();
   void open_metrics(int64_t keep_bytes);
+  void set_precision_record();  // state_.precision and cpu_path from the options and the path in use
   double elapsed() const;
 
   Module& model_;

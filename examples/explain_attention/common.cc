@@ -29,6 +29,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("model", &o.model, "pretrained model folder for experiment 4 (./tg.sh models; \"\": leave that part out)");
   f.add("seed", &o.seed, "random seed");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  tg::cli::add_precision(f, &o.precision);
   f.check([&o] {
     return o.width % o.heads == 0 ? std::string()
                                   : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads);

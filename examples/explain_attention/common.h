@@ -17,7 +17,8 @@ using Curve = std::vector<std::pair<double, double>>;  // (step, value)
 
 struct Options {
   std::string src, tgt, ding = "/usr/share/trans/de-en", out = "runs/explain", w2v_text;
-  std::string model = "data/models/all-MiniLM-L6-v2";  // experiment 4's pretrained encoder ("" or absent: left out)
+  std::string model = "data/models/all-MiniLM-L6-v2";
+  std::string precision = "fp32";  // bf16: every experiment's matrix products under autocast  // experiment 4's pretrained encoder ("" or absent: left out)
   int64_t steps = 300, width = 128, heads = 4, batch = 32, threads = 0;
   uint64_t seed = 1;
   bool overwrite = false;

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     explain::define_flags(flags, o);
     flags.parse(argc, argv).or_throw();
     if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+    tg::AutocastGuard autocast(tg::cli::precision(o.precision));
     tg::make_dirs(o.out).or_throw();
     tg::train::check_run_dir(o.out, /*resume=*/false, o.overwrite, /*can_resume=*/false).or_throw();
 
