@@ -8,7 +8,9 @@
 //   C: the paper's base (d_model 512, 8 heads, d_ff 2048, 6+6 layers), vocab 8000, length 64, batch 16
 //
 // Dropout 0.1 everywhere, attention weights included (as torch.nn.Transformer); the _fusedattn
-// variants leave the attention weights without dropout so attention runs in the fused kernel.
+// variants leave the attention weights without dropout so attention runs in the fused kernel. The
+// _bf16 variants run forward and backward under tg::AutocastGuard (bfloat16 products with float32
+// sums, on the path TG_CPU_CAPABILITY allows; its name is the label); clipping and AdamW in float32.
 #include <sys/resource.h>
 
 #include <benchmark/benchmark.h>
@@ -26,6 +28,8 @@ double rss_mb() {
 
 Tensor random_ids(int64_t vocab, int64_t B, int64_t L) { return tg::randint(1, vocab, {B, L}); }
 
+bool g_bf16 = false;  // set by the _bf16 cases
+
 template <class Model, class Forward>
 void run_steps(benchmark::State& state, Model& model, int64_t tokens, Forward forward) {
   model.train();
@@ -36,8 +40,12 @@ void run_steps(benchmark::State& state, Model& model, int64_t tokens, Forward fo
   for (auto _ : state) {
     const size_t base = tg::storage_live_bytes();
     tg::reset_storage_peak();
-    Tensor loss = forward();
-    loss.backward();
+    Tensor loss;
+    {
+      tg::AutocastGuard autocast(g_bf16 ? tg::kBFloat16 : tg::kFloat32);
+      loss = forward();
+      loss.backward();
+    }
     tg::clip_grad_norm(params, 1.0);
     opt.step();
     opt.zero_grad();
@@ -49,6 +57,7 @@ void run_steps(benchmark::State& state, Model& model, int64_t tokens, Forward fo
   state.counters["rss_MB"] = rss_mb();
   state.counters["params"] = static_cast<double>(model.num_parameters());
   state.counters["loss"] = loss_value;
+  if (g_bf16) state.SetLabel(std::string("bf16 ") + tg::cpu_capability_name(tg::cpu_capability()));
 }
 
 void encoder_decoder(benchmark::State& state, int64_t vocab, tg::LayerConfig layer, int64_t layers, int64_t L, int64_t B) {
@@ -85,8 +94,27 @@ void BM_train_B_fusedattn(benchmark::State& s) {
 void BM_train_C(benchmark::State& s) { encoder_decoder(s, 8000, layer(512, 8, 2048, true), 6, 64, 16); }
 void BM_train_C_fusedattn(benchmark::State& s) { encoder_decoder(s, 8000, layer(512, 8, 2048, false), 6, 64, 16); }
 
+template <void (*F)(benchmark::State&)>
+void bf16(benchmark::State& s) {
+  g_bf16 = true;
+  F(s);
+  g_bf16 = false;
+}
+void BM_train_A_bf16(benchmark::State& s) { bf16<BM_train_A>(s); }
+void BM_train_A_bf16_fusedattn(benchmark::State& s) { bf16<BM_train_A_fusedattn>(s); }
+void BM_train_B_bf16(benchmark::State& s) { bf16<BM_train_B>(s); }
+void BM_train_B_bf16_fusedattn(benchmark::State& s) { bf16<BM_train_B_fusedattn>(s); }
+void BM_train_C_bf16(benchmark::State& s) { bf16<BM_train_C>(s); }
+void BM_train_C_bf16_fusedattn(benchmark::State& s) { bf16<BM_train_C_fusedattn>(s); }
+
 }  // namespace
 
+BENCHMARK(BM_train_A_bf16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_train_A_bf16_fusedattn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_train_B_bf16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK(BM_train_B_bf16_fusedattn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK(BM_train_C_bf16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(10.0);
+BENCHMARK(BM_train_C_bf16_fusedattn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(10.0);
 BENCHMARK(BM_train_A)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_train_A_fusedattn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_train_B)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);

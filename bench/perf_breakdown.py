@@ -11,7 +11,7 @@ import re
 import sys
 
 GROUPS = [  # first match wins
-    ("GEMM (micro-kernels, packing, matrix-vector)", r"micro_tile|micro_kernel|pack_a|pack_b|gemm|gemv"),
+    ("GEMM (micro-kernels, packing, matrix-vector; bf16 tiles and conversions)", r"micro_tile|micro_kernel|pack_a|pack_b|gemm|gemv|tile_avx512bf16|tile_amx|bf16|round_to_bf16"),
     ("attention (fused kernel)", r"attn_|attention_|exp_shift_sum|fold_run"),
     ("layer norm", r"layer_norm"),
     ("softmax, log-softmax, cross-entropy", r"softmax|cross_entropy|nll|logsumexp"),

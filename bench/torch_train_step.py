@@ -139,8 +139,10 @@ def child(name, threads, args):
         inputs, targets = (torch.randint(1, V, (B, L)),), torch.randint(1, V, (B, L))
 
     def step():
-        logits = model(*inputs)
-        loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+        # --autocast: PyTorch's mixed precision on the CPU, as its users run it (bfloat16).
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+            logits = model(*inputs)
+            loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -163,8 +165,9 @@ def child(name, threads, args):
         params=n_params, tokens_per_step=tokens,
         median_ms=med * 1e3, min_ms=min(times) * 1e3, tokens_per_s=tokens / med,
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        base_rss_mb=base_rss_kb / 1024.0, final_loss=float(loss),
-        torch=torch.__version__)), flush=True)
+        base_rss_mb=base_rss_kb / 1024.0, final_loss=float(loss.detach()),
+        torch=torch.__version__, autocast=args.autocast,
+        cpu_capability=torch.backends.cpu.get_cpu_capability())), flush=True)
 
 
 def main():
@@ -177,6 +180,7 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--wait-policy", default="passive", help="OMP_WAIT_POLICY for the children")
     ap.add_argument("--json", action="store_true", help="one JSON line per result")
+    ap.add_argument("--autocast", action="store_true", help="torch.autocast('cpu', torch.bfloat16) around forward and loss")
     ap.add_argument("--child", nargs=2, metavar=("CONFIG", "THREADS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -200,7 +204,7 @@ def main():
                        MKL_NUM_THREADS=str(t), OMP_WAIT_POLICY=args.wait_policy)
             cmd = [sys.executable, os.path.abspath(__file__), "--child", n, str(t),
                    "--steps", str(args.steps), "--warmup", str(args.warmup),
-                   "--dropout", str(args.dropout)]
+                   "--dropout", str(args.dropout)] + (["--autocast"] if args.autocast else [])
             p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
             if p.returncode != 0:
                 print(f"config {n} threads {t}: child failed with status {p.returncode}",

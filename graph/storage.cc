@@ -109,6 +109,11 @@ std::shared_ptr<const void> Storage::derived(int slot, uint64_t key) const {
   return derived_key_[slot] == key ? derived_[slot] : nullptr;
 }
 
+std::shared_ptr<const void> Storage::derived_any(int slot) const {
+  SpinLock lock(derived_lock_);
+  return derived_[slot];
+}
+
 void Storage::set_derived(int slot, uint64_t key, std::shared_ptr<const void> value) const {
   std::shared_ptr<const void> old;  // released outside the lock
   SpinLock lock(derived_lock_);

@@ -33,6 +33,7 @@ class Storage {
   // the derivation and the version it was made from (autocast's packed bfloat16 copies of a float32
   // weight, one per orientation). nullptr when the slot holds another key.
   std::shared_ptr<const void> derived(int slot, uint64_t key) const;
+  std::shared_ptr<const void> derived_any(int slot) const;  // whatever the slot holds, any key
   void set_derived(int slot, uint64_t key, std::shared_ptr<const void> value) const;
 
  private:

@@ -29,6 +29,14 @@ std::shared_ptr<const kernels::PackedB> packed_weight(const Tensor& w, const ker
   const int slot = op.trans ? 0 : 1;  // forward x Wᵀ and backward G W each keep theirs
   if (auto p = std::static_pointer_cast<const kernels::PackedB>(st.derived(slot, key)))
     if (p->N == N && p->K == K && p->trans == op.trans && p->path == path) return p;
+  // The stale pack of this slot is repacked in place when nothing else holds it (no fresh pages
+  // after every optimizer step); otherwise a new one is made.
+  auto old = std::static_pointer_cast<const kernels::PackedB>(st.derived_any(slot));
+  if (old && old->N == N && old->K == K && old->trans == op.trans && old->path == path && old.use_count() == 2) {
+    kernels::pack_b_bf16(op, N, K, path, const_cast<kernels::PackedB&>(*old));
+    st.set_derived(slot, key, old);
+    return old;
+  }
   auto p = std::make_shared<const kernels::PackedB>(kernels::pack_b_bf16(op, N, K, path));
   st.set_derived(slot, key, p);
   return p;

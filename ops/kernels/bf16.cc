@@ -225,6 +225,14 @@ void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p
     for (int64_t q = 0; q < panels; ++q) {
       uint16_t* d = dst + q * panel_size + p * 2 * W;
       const int64_t j0 = q * W, cols = std::min(W, N - j0);
+      if (k + 1 < K && !b.is_bf16) {  // the common case: both rows, float32, one 32-bit pair a column
+        const float* s0 = static_cast<const float*>(b.data) + k * b.ld + j0;
+        const float* s1 = s0 + b.ld;
+        uint32_t pairs[W] = {};
+        for (int64_t c = 0; c < cols; ++c) pairs[c] = round_to_bf16(s0[c]) | static_cast<uint32_t>(round_to_bf16(s1[c])) << 16;
+        std::memcpy(d, pairs, sizeof pairs);
+        continue;
+      }
       for (int h = 0; h < 2; ++h) {
         if (k + h >= K) {
           for (int64_t c = 0; c < W; ++c) d[2 * c + h] = 0;
@@ -367,6 +375,11 @@ void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, con
 
 PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path) {
   PackedB p;
+  pack_b_bf16(b, N, K, path, p);
+  return p;
+}
+
+void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, PackedB& p) {
   p.path = path;
   p.N = N;
   p.K = K;
@@ -380,11 +393,12 @@ PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path) {
         p.rounded[r * sc + c] = widen_bf16(b.is_bf16 ? static_cast<const uint16_t*>(b.data)[off]
                                                      : round_to_bf16(static_cast<const float*>(b.data)[off]));
       }
-    return p;
+    p.panels.clear();
+    return;
   }
+  p.rounded.clear();
   p.panels.resize(static_cast<size_t>((N + kBf16PanelCols - 1) / kBf16PanelCols * bf16_padded_k(K) * kBf16PanelCols));
   pack_all_panels(b, N, K, p.panels.data(), false);
-  return p;
 }
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,

@@ -68,6 +68,8 @@ struct PackedB {
   std::vector<float> rounded;
 };
 PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path);
+// The same into an existing pack, reusing its memory (autocast repacks a weight after each step).
+void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, PackedB& out);
 
 // C[M, N] (row stride ldc) = op(A)[M, K] op(B)[K, N], or += when accumulate. With `packed` (made
 // by pack_b_bf16 for this N, K and path), b is not read.
