@@ -30,7 +30,7 @@ TEST(Autocast, ProductsTakeBFloat16InputsAndSumInFloat32) {
     EXPECT_TRUE(close(tg::matmul(a, b), plain, 0, 0));
   }
   EXPECT_TRUE(tg::autocast_enabled());
-  EXPECT_THROW(tg::AutocastGuard(tg::kFloat64), tg::Error);
+  EXPECT_THROW({ tg::AutocastGuard bad(tg::kFloat64); }, tg::Error);
 }
 
 TEST(Autocast, MatchesPyTorchRunningTheSamePolicy) {

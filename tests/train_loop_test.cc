@@ -1,6 +1,9 @@
 // The train/ loop: bit-identical resume onto freshly built objects, the divergence stop, run
 // folders that are never silently overwritten, accumulation that keeps means right, early
 // stopping, keep-last-K, the gradient-ready hook.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -408,7 +411,7 @@ TEST(RunFolder, KeepLastDeletesOnlyTheFoldersOwnOlderCheckpoints) {
   b.fit(data);
   EXPECT_TRUE(fs::exists(victim));
   EXPECT_EQ(names_in(o.run_dir),
-            (std::vector<std::string>{"checkpoint-00000001.safetensors.bak", "checkpoint-00000003.safetensors",
+            (std::vector<std::string>{".lock", "checkpoint-00000001.safetensors.bak", "checkpoint-00000003.safetensors",
                                       "checkpoint-00000005.safetensors", "checkpoint-00000006.safetensors",
                                       "checkpoint-0000000x.safetensors", "checkpoint-1.safetensors", "metrics.jsonl",
                                       "tokenizer.txt"}));
@@ -463,6 +466,66 @@ TEST(RunFolder, ResumeRefusesAPositionOrMetricsCutThatDisagreesWithTheFiles) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("disagrees with the optimizer's step count 6"), std::string::npos) << s.message();
   EXPECT_EQ(slurp(metrics), log);
+}
+
+// Another process's lock on the folder (flock on DIR/.lock, as a second run would hold it).
+int hold_lock(const std::string& dir, const std::string& pid) {
+  fs::create_directories(dir);
+  const int fd = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) return -1;
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) return -1;
+  return fd;
+}
+
+TEST(RunFolder, ASecondRunOnTheSameFolderIsRefusedNamingTheHolder) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("locked"), .max_steps = 2, .eval_at_end = false};
+  const int fd = hold_lock(o.run_dir, "4242\n");
+  ASSERT_GE(fd, 0);
+  TrainingRun a(1, o);
+  tg::Status s = a.trainer->start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("in use by another run (process 4242 holds"), std::string::npos) << s.message();
+  EXPECT_FALSE(tg::train::check_run_dir(o.run_dir, false, false).ok());
+  EXPECT_FALSE(fs::exists(o.run_dir + "/metrics.jsonl")) << "nothing written";
+  ::close(fd);  // the holder ends
+  TrainingRun b(1, o);
+  ASSERT_TRUE(b.trainer->start().ok());
+  b.fit(data);
+  TrainingRun c(1, o);  // this process holds the folder now: its own runs share the claim
+  EXPECT_TRUE(c.trainer->resume().ok());
+}
+
+TEST(RunFolder, AKilledHoldersLockNeverBlocksTheNextRun) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("killed"), .max_steps = 2, .eval_at_end = false};
+  fs::create_directories(o.run_dir);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // another run: takes the lock, says so, waits to be killed (system calls only)
+    const std::string me = std::to_string(::getpid()) + "\n";
+    const int fd = hold_lock(o.run_dir, me);
+    const char ok = fd >= 0 ? '1' : '0';
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, '1');
+  TrainingRun a(1, o);
+  tg::Status s = a.trainer->start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("process " + std::to_string(child) + " holds"), std::string::npos) << s.message();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  TrainingRun b(1, o);
+  ASSERT_TRUE(b.trainer->start().ok());
+  b.fit(data);
+  EXPECT_EQ(b.trainer->state().step, 2);
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 TEST(RunFolder, ALinkLeadingOutOfTheFolderIsRefusedByName) {

@@ -8,8 +8,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
 #include <set>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -296,9 +301,44 @@ Status check_metrics_cut(const std::string& metrics, const std::string& file, co
 }
 }  // namespace
 
+Status claim_run_dir(const std::string& dir) {
+  if (!dist::is_main()) return {};
+  std::error_code ec;
+  const std::string key = fs::weakly_canonical(dir, ec).string();
+  if (ec) return io_error("{}: cannot resolve the run folder ({})", dir, ec.message());
+  static std::mutex m;
+  static std::set<std::string> held;  // folders this process claimed; their lock files stay open until exit
+  std::lock_guard<std::mutex> lock(m);
+  if (held.count(key)) return {};
+  const std::string path = dir + "/.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return io_error("{}: cannot open the run folder's lock ({}{})", path, std::strerror(errno),
+                    errno == ELOOP ? ": it is a symbolic link" : "");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    if (err == EWOULDBLOCK)
+      return io_error("{}: in use by another run (process {} holds {}); wait for it to end, or choose another folder", dir,
+                      pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos ? "?" : pid, path);
+    return io_error("{}: cannot lock the run folder ({})", path, std::strerror(err));
+  }
+  const std::string me = std::to_string(::getpid()) + "\n";  // for the message of the next one only
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+    // The lock holds without the pid; the message of a refused run then says "process ?".
+  }
+  held.insert(key);
+  return {};
+}
+
 Status check_run_dir(const std::string& dir, bool resume, bool overwrite, bool can_resume) {
   if (resume && overwrite) return Status::error("--resume and --overwrite exclude each other");
   TG_RETURN_IF_ERROR(check_no_link_out(dir));
+  TG_RETURN_IF_ERROR(claim_run_dir(dir));
   const std::vector<fs::path> earlier = earlier_run(dir);
   if (resume) {
     for (const auto& p : earlier)
@@ -329,6 +369,7 @@ Status Trainer::start(bool overwrite) {
   if (!opts_.run_dir.empty() && comm_->is_main()) {  // only process 0 touches the run folder
     s = make_dirs(opts_.run_dir);
     if (s.ok()) s = check_no_link_out(opts_.run_dir);
+    if (s.ok()) s = claim_run_dir(opts_.run_dir);
     if (s.ok()) {
       remove_stale_temporaries(opts_.run_dir);
       s = check_run_dir(opts_.run_dir, false, overwrite);
@@ -476,7 +517,10 @@ Status Trainer::resume_here(const std::string& path) {
     if (found.empty()) return io_error("{}: no checkpoint-*.safetensors to resume from", opts_.run_dir);
     file = opts_.run_dir + "/" + found.back().second;
   }
-  if (!opts_.run_dir.empty()) TG_RETURN_IF_ERROR(check_no_link_out(opts_.run_dir));
+  if (!opts_.run_dir.empty()) {
+    TG_RETURN_IF_ERROR(check_no_link_out(opts_.run_dir));
+    TG_RETURN_IF_ERROR(claim_run_dir(opts_.run_dir));
+  }
   Result<TrainState> peek = peek_train_state(file);
   if (!peek.ok()) return peek.status();
   if (peek->config_hash != opts_.config_hash)

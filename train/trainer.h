@@ -255,8 +255,16 @@ struct CrossEntropyStep {
 
 // What a program checks before it reads data or writes anything into a run folder: with resume,
 // that DIR holds a checkpoint; otherwise that it holds no earlier run, unless overwrite. The
-// refusal names --overwrite, and --resume too when the program can resume.
+// refusal names --overwrite, and --resume too when the program can resume. It also claims the
+// folder (claim_run_dir) and refuses one holding a symbolic link that leads outside it.
 Status check_run_dir(const std::string& dir, bool resume, bool overwrite, bool can_resume = true);
+
+// Claims DIR for this process until it ends: a kernel lock (flock) on DIR/.lock, which the kernel
+// drops however the process ends (a SIGKILLed run never blocks the next). Another process that
+// holds it is refused with one line naming its pid; claims within one process share the lock.
+// With several processes (mpirun) only process 0, the one that writes, claims. check_run_dir and
+// Trainer::start / resume claim their folder.
+Status claim_run_dir(const std::string& dir);
 
 // Deletes the `*.tmp-XXXXXX` files that interrupted atomic writes left in a folder.
 void remove_stale_temporaries(const std::string& dir);
