@@ -20,8 +20,10 @@ void copy_strided(const Tensor& src, const Tensor& dst, const Shape& strides, in
   const Shape& shape = dst.shape();
   switch (dtype_size(src.dtype())) {
     case 1: k::strided_copy(static_cast<const uint8_t*>(src.raw_data()) + src_offset, static_cast<uint8_t*>(dst.raw_data()), shape, strides); break;
+    case 2: k::strided_copy(static_cast<const uint16_t*>(src.raw_data()) + src_offset, static_cast<uint16_t*>(dst.raw_data()), shape, strides); break;
     case 4: k::strided_copy(static_cast<const uint32_t*>(src.raw_data()) + src_offset, static_cast<uint32_t*>(dst.raw_data()), shape, strides); break;
-    default: k::strided_copy(static_cast<const uint64_t*>(src.raw_data()) + src_offset, static_cast<uint64_t*>(dst.raw_data()), shape, strides); break;
+    case 8: k::strided_copy(static_cast<const uint64_t*>(src.raw_data()) + src_offset, static_cast<uint64_t*>(dst.raw_data()), shape, strides); break;
+    default: detail::fail("copy", "no strided copy for {}-byte elements ({})", dtype_size(src.dtype()), src.dtype());
   }
 }
 

@@ -102,6 +102,9 @@ TEST(BFloat16, TensorsConvertPrintCompareAndDoArithmetic) {
   EXPECT_EQ(tg::add(b, x).dtype(), tg::kFloat32);  // float32 wins, as in PyTorch
   EXPECT_EQ(tg::gt(b, 0.0).to_vector<bool>(), (std::vector<bool>{true, false, true, true}));
   EXPECT_EQ(tg::eq(b, x.to(tg::kBFloat16)).to_vector<bool>(), (std::vector<bool>{true, true, true, true}));
+  // Movement ops copy 2-byte elements.
+  EXPECT_EQ(b.reshape({2, 2}).t().to_vector<float>(), (std::vector<float>{1.0f, 3.140625f, -2.5f, b.to_vector<float>()[3]}));
+  EXPECT_EQ(b.reshape({1, 4}).expand({2, 4}).to_vector<float>()[5], -2.5f);
   Tensor c = tg::zeros({4}, tg::kBFloat16);
   c.copy_(x);
   EXPECT_EQ(c.to_vector<float>(), b.to_vector<float>());
