@@ -203,6 +203,23 @@ void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K
   const int64_t Kp = bf16_padded_k(K);
   constexpr int64_t W = kBf16PanelCols;
   std::fill(dst, dst + Kp * W, uint16_t{0});
+  if (b.trans && !b.is_bf16) {
+    // op(B)(k, j) = B[j][k] (a Linear weight, x Wᵀ): column c's pairs are adjacent floats of row
+    // j0 + c; each pair row p of the panel is 32 such pairs, written as one 128-byte line.
+    const float* rows = static_cast<const float*>(b.data) + j0 * b.ld;
+    const int64_t whole = K / 2;
+    for (int64_t p = 0; p < whole; ++p) {
+      uint32_t line[W] = {};
+      for (int64_t c = 0; c < cols; ++c) {
+        const float* s = rows + c * b.ld + 2 * p;
+        line[c] = round_to_bf16(s[0]) | static_cast<uint32_t>(round_to_bf16(s[1])) << 16;
+      }
+      std::memcpy(dst + p * 2 * W, line, sizeof line);
+    }
+    if (K % 2)
+      for (int64_t c = 0; c < cols; ++c) dst[whole * 2 * W + c * 2] = round_to_bf16(rows[c * b.ld + K - 1]);
+    return;
+  }
   if (b.trans) {
     // op(B)(k, j) = B[j][k]: each column's pairs are adjacent in memory.
     for (int64_t c = 0; c < cols; ++c)
