@@ -6,15 +6,15 @@
 //   io/        tg::Status / tg::Result, files, state dicts, safetensors
 //   models/    Module, layers, attention, transformers, generation, word2vec
 //   optim/     SGD, Adam, AdamW, clipping, learning-rate schedules
-//   dist/      processes over MPI (mpirun, srun): data-parallel training, gradient buckets
+//   distributed/ processes over MPI (mpirun, srun): data-parallel training, gradient buckets
 //   text/      vocabulary, tokenizers, corpus readers, batching, BLEU, perplexity
 //   train/     the training loop, its resumable state, metrics, progress, reports, program flags
 #include "autodiff/engine.h"
 #include "autodiff/function.h"
 #include "autodiff/gradcheck.h"
-#include "dist/dist.h"
-#include "dist/grad_sync.h"
-#include "dist/word2vec_sync.h"
+#include "distributed/dist.h"
+#include "distributed/grad_sync.h"
+#include "distributed/word2vec_sync.h"
 #include "graph/build_info.h"
 #include "graph/factory.h"
 #include "graph/format.h"

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "graph/build_info.h"
 #include "graph/error.h"
 #include "ops/cpu_capability.h"

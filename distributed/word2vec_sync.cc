@@ -1,4 +1,4 @@
-#include "dist/word2vec_sync.h"
+#include "distributed/word2vec_sync.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 #include <algorithm>
 #include <atomic>
