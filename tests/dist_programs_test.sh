@@ -47,6 +47,10 @@ mpi 2 "$bin/train_lm" "${LM[@]}" --steps 20 --out "$work/lm2" > "$work/lm2.log" 
 losses "$work/lm1" > "$work/c1"; losses "$work/lm2" > "$work/c2"
 if out=$(same_curve "$work/c2" "$work/c1" 2>&1); then pass "train_lm, 2 processes vs 1: $out"; else fail "train_lm curves: $out"; fi
 [ "$(grep -c 'validation loss' "$work/lm2.log")" = 1 ] && pass "train_lm prints once" || fail "train_lm output repeated: $(cat "$work/lm2.log")"
+# A data-parallel run says so, once: process count, threads, the global batch (7 samples).
+if [ "$(grep -c 'data-parallel training: 2 processes x 1 thread; a step.s global batch is 7 samples (about 4 a process)' "$work/lm2.log")" = 1 ] &&
+   ! grep -q 'data-parallel' "$work/lm1.log"; then pass "train_lm under mpirun -np 2 says 2 processes x 1 thread, global batch 7"
+else fail "the data-parallel line: $(grep -i 'parallel\|tapegrad' "$work/lm2.log")"; fi
 
 "$bin/train_translator" "${TR[@]}" --steps 20 --save "$work/tr1" > "$work/tr1.log" 2>&1 || { cat "$work/tr1.log"; fail "train_translator (1 process)"; }
 mpi 2 "$bin/train_translator" "${TR[@]}" --steps 20 --save "$work/tr2" > "$work/tr2.log" 2>&1 || { cat "$work/tr2.log"; fail "train_translator (2 processes)"; }

@@ -23,6 +23,7 @@
 #include "graph/random.h"
 #include "models/module_io.h"
 #include "ops/autocast.h"
+#include "ops/kernels/parallel.h"
 #include "ops/cpu_capability.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
@@ -73,6 +74,7 @@ struct Trainer::Impl {
   std::map<std::string, size_t> sync_index;  // parameter name -> index in sync
   int64_t last_eval_step = -1, last_save_step = -1;
   std::string resumed_from;  // the checkpoint file this run continued from (keep-last-K spares it)
+  bool said_parallel = false;  // the data-parallel line was printed
   std::string last_good;     // the newest checkpoint this run wrote or resumed from
 };
 
@@ -671,6 +673,14 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
              "and batch settings", state_.epoch_samples, state_.epoch);
   };
   load_epoch();
+  if (distributed() && comm_->is_main() && !impl_->said_parallel && next < batches.size()) {
+    // A data-parallel run says so first: otherwise it cannot be told from N independent runs.
+    impl_->said_parallel = true;
+    const int64_t global = static_cast<int64_t>(batches[next].size()) * opts_.accumulate;
+    std::fprintf(stderr, "tapegrad: data-parallel training: %d processes x %d thread%s; a step's global batch is %lld samples (%s%lld a process)\n",
+                 comm_->size(), num_threads(), num_threads() == 1 ? "" : "s", static_cast<long long>(global),
+                 global % comm_->size() == 0 ? "" : "about ", static_cast<long long>((global + comm_->size() - 1) / comm_->size()));
+  }
   if (distributed()) {  // the same data on every process, or the shards would not add up
     std::string order;
     for (const auto& b : batches) order.append(reinterpret_cast<const char*>(b.data()), b.size() * sizeof(int64_t)).push_back(';');
