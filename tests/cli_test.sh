@@ -146,6 +146,7 @@ expect_error "--pooling: expected one of" "$BIN/bert_embed" --model "$TMP/bad_mo
 touch "$TMP/exists.safetensors"
 expect_error "exists; pass --overwrite" "$BIN/bert_embed" --model "$TMP/bad_model" --input "$TMP/s.txt" --output "$TMP/exists.safetensors"
 expect_error "not a model folder" "$BIN/classify_glosses" --model "$TMP/no_model" --out "$TMP/glosses"
+expect_error "--model $TMP/no_model: not a model folder" "$BIN/explain_attention" --model "$TMP/no_model" --out "$TMP/explain"
 # Precision and the bf16 path: --version names it, every program's first stderr line too, a bad
 # value is one line, a bf16 run trains and resumes (and records its precision).
 expect_error "--precision: expected one of fp32, bf16" "$BIN/train_lm" --text "$TMP/text.txt" --precision fp16 --out "$TMP/run"

@@ -17,6 +17,7 @@
 // OUT/report.html holds the report, OUT/metrics.jsonl every training curve and result.
 //
 //   ./build/explain_attention --steps 300 --out runs/explain
+#include <filesystem>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -31,6 +32,12 @@ int main(int argc, char** argv) {
     flags.parse(argc, argv).or_throw();
     if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
     tg::AutocastGuard autocast(tg::cli::precision(o.precision));
+    // Every path is checked before any training: a --model given on purpose must be a model folder
+    // (the default one may be absent: experiment 4 then leaves its MiniLM part out).
+    if (flags.given("model") && !o.model.empty() &&
+        !(std::filesystem::exists(o.model + "/config.json") && std::filesystem::exists(o.model + "/model.safetensors")))
+      tg::cli::fail(fmt::format("--model {}: not a model folder (expected config.json and model.safetensors in it; "
+                                "./tg.sh models fetches all-MiniLM-L6-v2)", o.model));
     tg::make_dirs(o.out).or_throw();
     tg::train::check_run_dir(o.out, /*resume=*/false, o.overwrite, /*can_resume=*/false).or_throw();
 
