@@ -272,24 +272,6 @@ void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p
 
 namespace {
 
-// A thread's scratch, 64-byte aligned, grown on demand and kept.
-uint16_t* scratch(int slot, size_t elems) {
-  struct Buf {
-    uint16_t* p = nullptr;
-    size_t n = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[2];
-  Buf& b = bufs[slot];
-  if (b.n < elems) {
-    std::free(b.p);
-    b.p = static_cast<uint16_t*>(std::aligned_alloc(64, (elems * 2 + 63) / 64 * 64));
-    if (!b.p) throw std::bad_alloc();
-    b.n = elems;
-  }
-  return b.p;
-}
-
 // The portable path: the operands rounded to bfloat16 and widened (same layout), then float32 GEMM.
 void gemm_portable(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
                    bool accumulate, bool b_rounded = false) {
@@ -364,7 +346,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   };
   if (blocks >= threads || threads == 1) {
     auto rows_task = [&](int64_t b0, int64_t b1) {
-      uint16_t* ap = scratch(1, a_elems);
+      uint16_t* ap = gemm_scratch<uint16_t>(1, a_elems);
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t i0 = blk * mc, rows = std::min(mc, M - i0);
         pack_a_bf16(a, i0, rows, K, ap);
@@ -375,7 +357,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
     else parallel_for(0, blocks, 1, rows_task);
   } else {
     // Few rows: pack them once, split the panels among the threads.
-    uint16_t* ap = scratch(1, static_cast<size_t>((M + kBf16RowStep) * Kp));
+    uint16_t* ap = gemm_scratch<uint16_t>(1, static_cast<size_t>((M + kBf16RowStep) * Kp));
     pack_a_bf16(a, 0, M, K, ap);
     parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) { run_block(0, M, ap, q0, q1); });
   }
@@ -385,7 +367,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
 void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
                       bool accumulate, Bf16TileFn tile, int64_t tile_rows) {
   const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
-  uint16_t* bp = scratch(0, static_cast<size_t>(panels * bf16_padded_k(K) * kBf16PanelCols));
+  uint16_t* bp = gemm_scratch<uint16_t>(0, static_cast<size_t>(panels * bf16_padded_k(K) * kBf16PanelCols));
   pack_all_panels(b, N, K, bp, is_small(M, N, K));
   gemm_on_panels(M, N, K, a, bp, C, ldc, accumulate, tile, tile_rows);
 }
