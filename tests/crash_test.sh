@@ -40,7 +40,7 @@ for k in $(awk -v n="$kills" -v p="$points" 'BEGIN { srand(17); for (i = 0; i < 
     restarted=$((restarted + 1))
   fi
   if ! "$bin/train_lm" --load "$d" --sample 5 > "$work/sample.log" 2>&1; then fail "killed at point $k: the finished model does not load: $(tail -1 "$work/sample.log")"; fi
-  if ls "$d" | grep -q '\.tmp-'; then fail "killed at point $k: temporary files left: $(ls "$d" | grep '\.tmp-' | tr '\n' ' ')"; fi
+  if ls "$d" | grep '\.tmp-' > /dev/null; then fail "killed at point $k: temporary files left: $(ls "$d" | grep '\.tmp-' | tr '\n' ' ')"; fi
 done
 [ $killed -eq "$kills" ] && pass "$kills kills among $points fault points: $resumed folders resumed, $restarted started again, every model loads, no temporary file left"
 
