@@ -21,6 +21,7 @@
 #include "graph/node.h"
 #include "graph/random.h"
 #include "graph/tensor.h"
+#include "io/checksum.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/state_dict.h"

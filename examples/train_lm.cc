@@ -153,6 +153,12 @@ int run(int argc, char** argv) {
   f.add("overwrite", &o.overwrite, "replace an earlier run in OUT");
   f.check([&o] { return o.width % o.heads == 0 ? "" : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads); });
   f.check([&o] { return o.resume && o.overwrite ? "--resume and --overwrite exclude each other" : ""; });
+  f.check([&o, &f] {
+    return o.tokenizer == "char" && f.given("vocab")
+               ? fmt::format("--vocab {}: sets the number of subword pieces, with --tokenizer bpe or unigram (the char tokenizer "
+                             "keeps every character)", o.vocab)
+               : "";
+  });
   f.check([&o] { return !o.load.empty() && (o.resume || o.overwrite) ? "--load samples only: no --resume or --overwrite" : ""; });
   f.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
@@ -203,12 +209,22 @@ int run(int argc, char** argv) {
               tok->kind().c_str(), static_cast<long long>(train.starts.size()), static_cast<long long>(T),
               static_cast<long long>(model.num_parameters()));
 
-  const std::string config = fmt::format("{} {} {} {} {} {} {} {} {} {}", o.text, tok->kind(), o.layers, o.heads, o.width, T, o.batch,
-                                         o.dropout, o.weight_decay, o.seed);
+  // What a resumed run must share with the run it continues (--steps, --lr and the rest may change).
+  const tg::Metadata config = {{"--text", tg::canonical_path(o.text)},
+                               {"--tokenizer", o.tokenizer},
+                               {"--vocab", o.tokenizer == "char" ? "" : std::to_string(o.vocab)},
+                               {"--layers", std::to_string(o.layers)},
+                               {"--heads", std::to_string(o.heads)},
+                               {"--width", std::to_string(o.width)},
+                               {"--context", std::to_string(T)},
+                               {"--batch", std::to_string(o.batch)},
+                               {"--dropout", fmt::format("{}", o.dropout)},
+                               {"--weight_decay", fmt::format("{}", o.weight_decay)},
+                               {"--seed", std::to_string(o.seed)}};
   tg::train::Trainer trainer(model, opt, {.run_dir = o.out, .max_steps = o.steps, .clip_grad_norm = 1.0,
                                           .eval_every = o.eval_every, .keep_last = 2, .seed = o.seed, .unit = "tok",
                                           .precision = precision,
-                                          .config_hash = tg::fingerprint(config), .tokenizer_fingerprint = tok->fingerprint()});
+                                          .config = config, .tokenizer_fingerprint = tok->fingerprint()});
   trainer.set_schedule(tg::WarmupCosineSchedule{.peak = o.lr, .warmup = o.warmup, .total = std::max(o.steps, o.warmup + 1),
                                                 .min_lr = 0.1 * o.lr});
   auto lm_step = [&](const Windows& w) {

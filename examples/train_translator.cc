@@ -196,13 +196,31 @@ int run(int argc, char** argv) {
               static_cast<long long>(tgt_tok->size()), static_cast<long long>(model.num_parameters()));
 
   // The loop.
-  const std::string config = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {}", source, o.cfg.layers, o.cfg.width, o.cfg.heads,
-                                         o.cfg.ff, o.cfg.dropout, o.cfg.tokenizer, o.batch_tokens, o.max_tokens,
-                                         o.label_smoothing, o.seed, o.lowercase);
+  // What a resumed run must share with the run it continues (--minutes, --steps, --epochs, --lr
+  // and the rest may change); data files by their canonical paths.
+  const tg::Metadata config = {{"--src", tg::canonical_path(o.src)},
+                               {"--tgt", tg::canonical_path(o.tgt)},
+                               {"--pairs", tg::canonical_path(o.pairs)},
+                               {"--ding", o.pairs.empty() && o.src.empty() ? tg::canonical_path(o.ding) : ""},
+                               {"--valid_src", tg::canonical_path(o.valid_src)},
+                               {"--valid_tgt", tg::canonical_path(o.valid_tgt)},
+                               {"--layers", std::to_string(o.cfg.layers)},
+                               {"--width", std::to_string(o.cfg.width)},
+                               {"--heads", std::to_string(o.cfg.heads)},
+                               {"--ff", std::to_string(o.cfg.ff)},
+                               {"--dropout", fmt::format("{}", o.cfg.dropout)},
+                               {"--tokenizer", o.cfg.tokenizer},
+                               {"--vocab", std::to_string(o.vocab)},
+                               {"--min_count", std::to_string(o.min_count)},
+                               {"--lowercase", o.lowercase ? "true" : "false"},
+                               {"--batch_tokens", std::to_string(o.batch_tokens)},
+                               {"--max_tokens", std::to_string(o.max_tokens)},
+                               {"--label_smoothing", fmt::format("{}", o.label_smoothing)},
+                               {"--seed", std::to_string(o.seed)}};
   tg::train::Trainer trainer(model, opt,
                              {.run_dir = dir, .max_steps = o.steps, .max_epochs = o.epochs, .max_minutes = o.minutes,
                               .clip_grad_norm = 1.0, .eval_each_epoch = true, .keep_last = 2, .seed = o.seed * 7919,
-                              .unit = "tok", .precision = precision, .config_hash = tg::fingerprint(config),
+                              .unit = "tok", .precision = precision, .config = config,
                               .tokenizer_fingerprint = src_tok->fingerprint() + tgt_tok->fingerprint()});
   const double peak = o.lr, warmup = static_cast<double>(o.warmup);
   trainer.set_schedule([=](int64_t step) {  // the paper's shape, scaled to peak at `warmup`

@@ -155,6 +155,13 @@ Status make_dirs(const std::string& path) {
   return {};
 }
 
+std::string canonical_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const std::filesystem::path c = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : c.string();
+}
+
 std::string fingerprint(std::string_view bytes) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;

@@ -35,6 +35,11 @@ std::string clip_for_message(std::string_view text, size_t max_bytes = 60);
 // neither is set. Points sit inside the atomic write and between training steps.
 void fault_point(const char* where);
 
+// The path as one spelling of the file: absolute, "." and ".." gone, symbolic links resolved (as
+// far as the path exists). "" stays "". For settings a resumed run compares ("data.txt" and
+// "/home/me/data.txt" are the same file).
+std::string canonical_path(const std::string& path);
+
 // FNV-1a, 64 bits, as 16 hex digits: the fingerprint of tokenizer files and configurations
 // stored in checkpoints (a check against mix-ups, not a cryptographic hash).
 std::string fingerprint(std::string_view bytes);

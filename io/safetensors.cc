@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/factory.h"
+#include "io/checksum.h"
 
 namespace tg {
 
@@ -29,6 +31,7 @@ namespace {
 using json = nlohmann::json;
 constexpr uint64_t kMaxHeader = 100ull << 20;  // as the reference implementation
 constexpr int kMaxDepth = 4;                   // {"name": {"shape": [..]}} is 3 deep
+constexpr const char* kChecksumKey = "tapegrad.xxh64";
 
 struct DTypeInfo {
   const char* name;
@@ -122,7 +125,13 @@ std::string serialize_safetensors(const StateDict& tensors, const Metadata& meta
     header[name] = entry;
     offset += bytes;
   }
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // One xxHash64 per tensor over its stored bytes, under kChecksumKey, as a JSON object by name.
+  nlohmann::ordered_json sums = nlohmann::ordered_json::object();
+  for (const auto& [name, t] : tensors)
+    sums[name] = xxh64_hex(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+  Metadata meta = metadata;
+  meta[kChecksumKey] = sums.dump();
+  header["__metadata__"] = meta;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   std::string out(8, '\0');
@@ -233,10 +242,36 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::str
   if (expect != data_size)
     return bad(source, fmt::format("the data section has {} bytes but the tensors cover {}", data_size, expect));
 
+  // Our writers' per-tensor checksums, when the file has them (a file from elsewhere has none).
+  std::map<std::string, std::string> sums;
+  if (auto it = out.metadata.find(kChecksumKey); it != out.metadata.end()) {
+    const std::string what = fmt::format("metadata '{}'", kChecksumKey);
+    json j = json_depth(it->second, 2) > 1 ? json() : json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object())
+      return bad(source, what + " is not a JSON object of checksums by tensor name");
+    for (auto s = j.begin(); s != j.end(); ++s) {
+      const bool hex = s.value().is_string() && s.value().get<std::string>().size() == 16 &&
+                       s.value().get<std::string>().find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (!hex) return bad(source, fmt::format("{}: the checksum of '{}' is {}, not 16 hex digits", what, s.key(), s.value().dump()));
+      if (!seen.count(s.key()) || s.key() == "__metadata__")
+        return bad(source, fmt::format("{} names '{}', which is not a tensor of the file", what, s.key()));
+      sums[s.key()] = s.value().get<std::string>();
+    }
+    for (const Entry& e : entries)
+      if (!sums.count(e.name)) return bad(source, fmt::format("{} has no checksum for tensor '{}'", what, e.name));
+    out.metadata.erase(it);
+  }
+
   const char* data = bytes.data() + 8 + n;
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, e.type.stored_as);
     const char* src = data + e.begin;
+    if (!sums.empty()) {
+      const std::string got = xxh64_hex(src, e.end - e.begin);
+      if (got != sums.at(e.name))
+        return io_error("{}: tensor '{}' fails its checksum (xxh64 {} recorded, {} read): the file is corrupt (a changed "
+                        "byte, or a partial copy)", source, e.name, sums.at(e.name), got);
+    }
     const int64_t count = t.numel();
     std::string tn = e.type.name;
     if (tn == "F16") {

@@ -1,5 +1,7 @@
 #include "io/state_dict.h"
 
+#include <cstring>
+
 namespace tg {
 
 void StateDict::insert(std::string name, Tensor t) {
@@ -12,6 +14,46 @@ const Tensor& StateDict::at(const std::string& name) const {
   auto it = index_.find(name);
   TG_CHECK(it != index_.end(), "state_dict", "no entry named '{}'", name);
   return items_[it->second].second;
+}
+
+namespace {
+
+// The bits of an IEEE value with every exponent bit set: infinity or NaN. The first pass only
+// ORs a flag (vectorizes); the index is looked for when there is one.
+template <typename Bits>
+int64_t first_all_ones_exponent(const void* data, int64_t n, Bits exponent) {
+  const auto* p = static_cast<const Bits*>(data);
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) any |= (p[i] & exponent) == exponent;
+  if (!any) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if ((p[i] & exponent) == exponent) return i;
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_non_finite(const Tensor& t) {
+  if (!t.defined()) return -1;
+  const Tensor c = t.contiguous();
+  switch (c.dtype()) {
+    case DType::Float32: return first_all_ones_exponent<uint32_t>(c.raw_data(), c.numel(), 0x7f800000u);
+    case DType::Float64: return first_all_ones_exponent<uint64_t>(c.raw_data(), c.numel(), 0x7ff0000000000000ull);
+    case DType::BFloat16: return first_all_ones_exponent<uint16_t>(c.raw_data(), c.numel(), 0x7f80u);
+    default: return -1;
+  }
+}
+
+std::string non_finite_name(const Tensor& t, int64_t index) {
+  const Tensor c = t.contiguous();
+  const size_t bytes = dtype_size(c.dtype());
+  const auto* p = static_cast<const unsigned char*>(c.raw_data()) + static_cast<size_t>(index) * bytes;
+  uint64_t bits = 0;
+  std::memcpy(&bits, p, bytes);
+  const int exp_bits = c.dtype() == DType::Float64 ? 11 : 8, value_bits = static_cast<int>(bytes) * 8;
+  const uint64_t mantissa = bits & ((uint64_t{1} << (value_bits - 1 - exp_bits)) - 1);
+  const bool negative = (bits >> (value_bits - 1)) & 1;
+  return mantissa != 0 ? "NaN" : negative ? "-Inf" : "Inf";
 }
 
 }  // namespace tg

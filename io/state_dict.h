@@ -28,4 +28,10 @@ class StateDict {
   std::map<std::string, size_t> index_;
 };
 
+// The flat index of the first NaN or infinity in a float tensor (float32, float64, bfloat16);
+// -1 when every value is finite or the dtype is not a float type. Loaders refuse such weights.
+int64_t first_non_finite(const Tensor& t);
+// "NaN" or "Inf" (or "-Inf"), for messages about that value.
+std::string non_finite_name(const Tensor& t, int64_t index);
+
 }  // namespace tg

@@ -76,6 +76,12 @@ Result<BertConfig> BertConfig::from_json(const std::string& path) {
   }
   if (auto p = j.find("position_embedding_type"); p != j.end() && !(p->is_string() && p->get<std::string>() == "absolute"))
     return io_error("{}: position_embedding_type {} is not supported (expected \"absolute\")", path, brief(*p));
+  // Keys that would change the computation and that this encoder does not implement.
+  for (const char* key : {"is_decoder", "add_cross_attention"})
+    if (auto v = j.find(key); v != j.end() && !v->is_null()) {
+      if (!v->is_boolean()) return io_error("{}: {} = {} is not true or false", path, key, brief(*v));
+      if (v->get<bool>()) return io_error("{}: {} = true is not supported (BertModel is an encoder)", path, key);
+    }
   if (c.hidden % c.heads != 0)
     return io_error("{}: hidden_size {} is not a multiple of num_attention_heads {}", path, c.hidden, c.heads);
   return c;

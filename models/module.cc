@@ -176,6 +176,9 @@ void Module::load_state_dict(const StateDict& sd, bool strict) {
              "shape mismatch for '{}': the checkpoint has {}, the model expects {}", n, src.shape(), p.shape());
     TG_CHECK(is_floating(src.dtype()), "load_state_dict",
              "'{}' has dtype {} (expected a float type)", n, src.dtype());
+    const int64_t bad = first_non_finite(src);
+    TG_CHECK(bad < 0, "load_state_dict", "'{}' holds {} at flat index {} (of shape {}): non-finite weights are refused",
+             n, non_finite_name(src, bad), bad, src.shape());
   }
   NoGradGuard ng;
   for (auto& [n, p] : mine) {

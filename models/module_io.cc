@@ -125,6 +125,9 @@ Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const Lo
       problems.push_back(fmt::format("'{}' is {} (expected a float type)", it->second.first, src.dtype()));
     else if (src.shape() != p.shape())
       shapes.push_back(fmt::format("{}: checkpoint {}, model {}", n, src.shape(), p.shape()));
+    else if (const int64_t bad = first_non_finite(src); bad >= 0)
+      problems.push_back(fmt::format("'{}' holds {} at flat index {} (of shape {}): non-finite weights are refused",
+                                     it->second.first, non_finite_name(src, bad), bad, src.shape()));
     else
       report.loaded.push_back(n);
   }

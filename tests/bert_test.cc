@@ -328,6 +328,35 @@ TEST(WordPiece, RefusesWhatItCannotRead) {
   j = nlohmann::json::parse(tiny_tokenizer_json());
   j["post_processor"]["single"].erase(0);
   EXPECT_NE(err(j.dump()).find("post_processor template is not BERT's"), std::string::npos);
+  // Ill-typed or contradictory post_processor, padding and added-token fields: refused by name.
+  auto with = [](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json e = nlohmann::json::parse(tiny_tokenizer_json());
+    edit(e);
+    return e.dump();
+  };
+  EXPECT_NE(err(with([](auto& e) { e["post_processor"]["special_tokens"]["[CLS]"]["ids"] = {5}; }))
+                .find("post_processor gives \"[CLS]\" the id 5, but the vocabulary has it at 2"),
+            std::string::npos);
+  EXPECT_NE(err(with([](auto& e) { e["post_processor"]["special_tokens"]["[SEP]"]["ids"] = "3"; }))
+                .find("post_processor.special_tokens[\"[SEP]\"]"),
+            std::string::npos);
+  EXPECT_NE(err(with([](auto& e) { e["post_processor"]["special_tokens"] = {1, 2}; })).find("special_tokens is not an object"),
+            std::string::npos);
+  EXPECT_NE(err(with([](auto& e) { e["post_processor"]["pair"][3]["Sequence"]["type_id"] = "1"; }))
+                .find("post_processor template is not BERT's"),
+            std::string::npos);
+  const auto bert_processing = [](nlohmann::json cls) {
+    return [cls](nlohmann::json& e) { e["post_processor"] = {{"type", "BertProcessing"}, {"cls", cls}, {"sep", {"[SEP]", 3}}}; };
+  };
+  EXPECT_EQ(err(with(bert_processing({"[CLS]", 2}))), "loaded");
+  EXPECT_NE(err(with(bert_processing({"[CLS]", "2"}))).find("post_processor.cls = [\"[CLS]\",\"2\"] (expected"), std::string::npos);
+  EXPECT_NE(err(with(bert_processing({"[CLS]", 7}))).find("gives \"[CLS]\" the id 7, but the vocabulary has it at 2"),
+            std::string::npos);
+  EXPECT_NE(err(with([](auto& e) { e["padding"] = {{"pad_id", -1}}; })).find("padding.pad_id = -1 (expected an id"), std::string::npos);
+  EXPECT_NE(err(with([](auto& e) { e["padding"] = "yes"; })).find("padding = \"yes\" is not an object"), std::string::npos);
+  EXPECT_NE(err(with([](auto& e) { e["added_tokens"][1]["special"] = "true"; }))
+                .find("added token \"[UNK]\": special = \"true\" is not true or false"),
+            std::string::npos);
 }
 
 TEST(Bert, ModelFolderLoadsAndBadFoldersAreOneLine) {
@@ -336,8 +365,10 @@ TEST(Bert, ModelFolderLoadsAndBadFoldersAreOneLine) {
   f.write("config.json", kTinyConfig);
   f.write("tokenizer.json", tiny_tokenizer_json());
   f.write("1_Pooling/config.json", R"({"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true})");
-  f.write("modules.json", R"([{"type": "sentence_transformers.models.Transformer"}, {"type": "sentence_transformers.models.Normalize"}])");
-  f.write("sentence_bert_config.json", R"({"max_seq_length": 10})");
+  const char* kModules = R"([{"type": "sentence_transformers.models.Transformer", "path": ""},
+    {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"}, {"type": "sentence_transformers.models.Normalize"}])";
+  f.write("modules.json", kModules);
+  f.write("sentence_bert_config.json", R"({"max_seq_length": 10, "do_lower_case": true})");
   const tg::StateDict sd = hf_state_dict(tiny_config());
   tg::save_safetensors(f.dir + "/model.safetensors", sd).or_throw();
   auto enc = tg::text::SentenceEncoder::load(f.dir).value();
@@ -373,6 +404,46 @@ TEST(Bert, ModelFolderLoadsAndBadFoldersAreOneLine) {
   f.write("tokenizer.json", tiny_tokenizer_json());
   f.write("1_Pooling/config.json", R"({"pooling_mode_max_tokens": true})");
   EXPECT_NE(load_err().find("1_Pooling/config.json: pooling_mode_max_tokens is not supported"), std::string::npos);
+  // Every field of the sentence-transformers files: typed, in range, or refused by name.
+  f.write("1_Pooling/config.json", R"({"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true, "word_embedding_dimension": 8})");
+  EXPECT_EQ(load_err(), "loaded");
+  const std::vector<std::pair<std::string, std::pair<std::string, std::string>>> bad_fields = {
+      {"1_Pooling/config.json", {R"({"pooling_mode_mean_tokens": "true"})", "pooling_mode_mean_tokens = \"true\" is not true or false"}},
+      {"1_Pooling/config.json", {R"({"pooling_mode_mean_tokens": true, "pooling_mode_cls_token": true})", "expected exactly one"}},
+      {"1_Pooling/config.json", {R"({"pooling_mode_mean_tokens": true, "pooling_mode_fancy": true})", "pooling_mode_fancy is not supported"}},
+      {"1_Pooling/config.json", {R"({"pooling_mode_mean_tokens": true, "word_embedding_dimension": 9})",
+                                 "word_embedding_dimension = 9, but"}},
+      {"1_Pooling/config.json", {R"([])", "not a JSON object"}},
+      {"modules.json", {"[]", "modules [] (none) (expected Transformer, Pooling"}},
+      {"modules.json", {"null", "modules.json: not a JSON list"}},
+      {"modules.json", {"[{}]", "module {} has no \"type\" string"}},
+      {"modules.json", {R"([{"type": "sentence_transformers.models.Transformer"}, {"type": "sentence_transformers.models.Normalize"}])",
+                        "modules Transformer, Normalize (expected"}},
+      {"modules.json", {R"([{"type": "sentence_transformers.models.Transformer"}, {"type": "sentence_transformers.models.Pooling", "path": "2_Pooling"}])",
+                        "the Pooling module's path is \"2_Pooling\"; only 1_Pooling is read"}},
+      {"modules.json", {R"([{"type": "sentence_transformers.models.Transformer"}, {"type": "sentence_transformers.models.Dense"}])",
+                        "is not supported (Transformer, Pooling and Normalize are)"}},
+      {"sentence_bert_config.json", {R"({"max_seq_length": "10"})", "max_seq_length = \"10\" (expected 2..12"}},
+      {"sentence_bert_config.json", {R"({"do_lower_case": "no"})", "do_lower_case = \"no\" is not true or false"}},
+      {"sentence_bert_config.json", {R"(null)", "not a JSON object"}},
+  };
+  for (const auto& [file, c] : bad_fields) {
+    const std::string kept = tg::read_file(f.dir + "/" + file).ok() ? tg::read_file(f.dir + "/" + file).value() : "";
+    f.write(file, c.first);
+    const std::string e = load_err();
+    EXPECT_NE(e.find(f.dir + "/" + file), std::string::npos) << file << " " << c.first << ": " << e;
+    EXPECT_NE(e.find(c.second), std::string::npos) << file << " " << c.first << ": " << e;
+    if (kept.empty()) fs::remove(f.dir + "/" + file); else f.write(file, kept);
+  }
+  EXPECT_EQ(load_err(), "loaded");
+  f.write("config.json", std::string(kTinyConfig).replace(std::string(kTinyConfig).size() - 1, 1, R"(, "is_decoder": true})"));
+  EXPECT_NE(load_err().find("config.json: is_decoder = true is not supported"), std::string::npos) << load_err();
+  f.write("config.json", kTinyConfig);
+  // A NaN weight in a Hugging Face file (no checksums there): refused by name.
+  tg::StateDict with_nan;
+  for (const auto& [n, t] : sd) with_nan.insert(n, n == "encoder.layer.1.attention.self.key.weight" ? tg::full(t.shape(), NAN) : t);
+  tg::save_safetensors(f.dir + "/model.safetensors", with_nan).or_throw();
+  EXPECT_NE(load_err().find("'encoder.layer.1.attention.self.key.weight' holds NaN at flat index 0"), std::string::npos) << load_err();
   fs::remove(f.dir + "/1_Pooling/config.json");
   tg::save_safetensors(f.dir + "/model.safetensors", without(sd, "encoder.layer.0.output.LayerNorm.bias")).or_throw();
   EXPECT_EQ(load_err(), f.dir + "/model.safetensors: does not match BertModel: 1 missing (layers.0.norm2.bias)");

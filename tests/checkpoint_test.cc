@@ -6,7 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 
@@ -136,6 +139,107 @@ TEST(Safetensors, CorruptFilesAreRejectedWithAMessage) {
   ASSERT_FALSE(mismatch.ok());
   EXPECT_NE(std::string(mismatch.status().message()).find("shape mismatch for 'weight'"), std::string::npos)
       << mismatch.status().message();
+  std::remove(path.c_str());
+}
+
+// XXH64 against the reference library's values (tests/golden/xxh64.txt, bench/make_xxh64_golden.py).
+TEST(Safetensors, Xxh64MatchesTheReferenceImplementation) {
+  std::ifstream in(std::string(TG_TEST_DATA_DIR) + "/golden/xxh64.txt");
+  ASSERT_TRUE(in) << "tests/golden/xxh64.txt (bench/make_xxh64_golden.py)";
+  std::string line;
+  int checked = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    size_t n = 0;
+    std::string want;
+    fields >> n >> want;
+    std::string bytes(n, '\0');
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 131 + 7) & 255);
+    EXPECT_EQ(tg::xxh64_hex(bytes.data(), n), want) << "length " << n;
+    ++checked;
+  }
+  EXPECT_GE(checked, 19);
+}
+
+// Our files carry an XXH64 per tensor (over the stored bytes, whatever the dtype); a changed byte
+// is named by tensor; files without checksums (Hugging Face's) still load; the record itself is
+// checked.
+TEST(Safetensors, EveryTensorsChecksumIsRecordedAndVerified) {
+  tg::StateDict sd;
+  sd.insert("w", tg::randn({4, 4}));
+  sd.insert("h", tg::randn({3}).to(tg::kBFloat16));
+  sd.insert("n", tg::randint(0, 9, {2}));
+  const std::string good = tg::serialize_safetensors(sd, {{"note", "x"}});
+  auto f = tg::parse_safetensors(good, "case");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->metadata, (tg::Metadata{{"note", "x"}})) << "the checksums are not the caller's metadata";
+  EXPECT_NE(good.find("\"tapegrad.xxh64\""), std::string::npos);
+  uint64_t header = 0;
+  std::memcpy(&header, good.data(), 8);
+  const size_t data = 8 + header;
+  // A flipped bit in each tensor's bytes: w (float32 [0, 64)), h (bf16 [64, 70)), n (int64 [70, 86)).
+  for (auto [offset, name] : {std::pair{size_t{5}, "w"}, std::pair{size_t{65}, "h"}, std::pair{size_t{80}, "n"}}) {
+    std::string bad = good;
+    bad[data + offset] ^= 0x01;
+    auto r = tg::parse_safetensors(bad, "case");
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_NE(r.status().message().find(fmt::format("case: tensor '{}' fails its checksum", name)), std::string::npos)
+        << r.status().message();
+  }
+  // No record at all (a file from elsewhere): loads.
+  EXPECT_TRUE(tg::parse_safetensors(file_with(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "abcd")).ok());
+  // A record that is not one.
+  auto with_sums = [](const std::string& sums) {
+    nlohmann::json meta = {{"tapegrad.xxh64", sums}};
+    return file_with(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"__metadata__":)" + meta.dump() + "}", "abcd");
+  };
+  const std::string w_sum = tg::xxh64_hex("abcd", 4);
+  EXPECT_TRUE(tg::parse_safetensors(with_sums(R"({"w":")" + w_sum + R"("})")).ok());
+  auto rejects = [](const std::string& bytes, const std::string& fragment) {
+    auto r = tg::parse_safetensors(bytes, "case");
+    return !r.ok() && r.status().message().find(fragment) != std::string::npos;
+  };
+  EXPECT_TRUE(rejects(with_sums("[]"), "is not a JSON object of checksums by tensor name"));
+  EXPECT_TRUE(rejects(with_sums("{"), "is not a JSON object"));
+  EXPECT_TRUE(rejects(with_sums(std::string(100, '[')), "is not a JSON object"));
+  EXPECT_TRUE(rejects(with_sums(R"({"w": 5})"), "the checksum of 'w' is 5, not 16 hex digits"));
+  EXPECT_TRUE(rejects(with_sums(R"({"w": "00"})"), "not 16 hex digits"));
+  EXPECT_TRUE(rejects(with_sums("{}"), "has no checksum for tensor 'w'"));
+  EXPECT_TRUE(rejects(with_sums(R"({"w":")" + w_sum + R"(","v":")" + w_sum + R"("})"), "names 'v', which is not a tensor"));
+  EXPECT_TRUE(rejects(with_sums(R"({"w":"0123456789abcdef"})"), "fails its checksum"));
+}
+
+// Every model loader refuses a NaN or infinite weight by name: load_module (the programs' own
+// files), load_state_dict / load_pretrained (Hugging Face files, which carry no checksums).
+TEST(Safetensors, NonFiniteWeightsAreRefusedByName) {
+  tg::Linear lin(3, 2);
+  const std::vector<float> before = lin.weight.to_vector<float>();
+  const std::string path = temp_path("nan.safetensors");
+  for (double v : {double(NAN), double(INFINITY), -double(INFINITY)}) {
+    tg::StateDict sd;
+    std::vector<float> w(6, 0.5f);
+    w[4] = static_cast<float>(v);
+    sd.insert("weight", tg::from_vector(w, {2, 3}));
+    sd.insert("bias", tg::zeros({2}));
+    ASSERT_TRUE(tg::save_safetensors(path, sd).ok());
+    const std::string name = std::isnan(v) ? "NaN" : v > 0 ? "Inf" : "-Inf";
+    auto r = tg::load_module(lin, path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("'weight' holds " + name + " at flat index 4 (of shape [2, 3])"), std::string::npos)
+        << r.status().message();
+    auto p = tg::load_pretrained(lin, path);
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.status().message().find("'weight' holds " + name + " at flat index 4"), std::string::npos) << p.status().message();
+    EXPECT_EQ(lin.weight.to_vector<float>(), before) << "a refused load changes nothing";
+  }
+  // bfloat16 and float64 too.
+  EXPECT_EQ(tg::first_non_finite(tg::full({5}, 1.0, tg::kBFloat16)), -1);
+  EXPECT_EQ(tg::first_non_finite(tg::from_vector(std::vector<double>{1, 2, INFINITY}, {3})), 2);
+  tg::Tensor b = tg::from_vector(std::vector<float>{1, NAN, 3}, {3}).to(tg::kBFloat16);
+  EXPECT_EQ(tg::first_non_finite(b), 1);
+  EXPECT_EQ(tg::non_finite_name(b, 1), "NaN");
+  EXPECT_EQ(tg::first_non_finite(tg::randint(0, 5, {4})), -1) << "not a float type";
   std::remove(path.c_str());
 }
 

@@ -2,7 +2,7 @@
 # The example programs on bad input: one clear line on stderr and a non-zero exit, never a crash.
 #   tests/cli_test.sh BUILD_DIR
 set -u
-BIN=$1
+BIN=$(cd "$1" && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0
@@ -34,8 +34,32 @@ echo "not gzip" >"$TMP/bad.gz"
 expect_error "not a valid gzip file" "$BIN/train_lm" --text "$TMP/bad.gz" --out "$TMP/run"
 "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --context 8 --steps 2 --eval_every 2 --sample 1 \
   --out "$TMP/corrupt" >/dev/null 2>&1
-echo "garbage" >"$TMP/corrupt/checkpoint-00000099.safetensors"  # the newest, so resume picks it
-expect_error "not a valid safetensors file" "$BIN/train_lm" --text "$TMP/text.txt" --out "$TMP/corrupt" --resume --steps 2
+# A corrupt newest checkpoint: --resume sets it aside as *.corrupt, says so and uses the one before.
+echo "garbage" >"$TMP/corrupt/checkpoint-00000099.safetensors"
+if "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --context 8 --steps 4 --eval_every 2 --sample 1 \
+     --out "$TMP/corrupt" --resume >"$TMP/out" 2>"$TMP/err" &&
+   grep -q "checkpoint-00000099.safetensors: not a valid safetensors file" "$TMP/err" &&
+   grep -q "set aside as checkpoint-00000099.safetensors.corrupt" "$TMP/err" &&
+   grep -q "resuming from checkpoint-00000002.safetensors" "$TMP/err" && [ -f "$TMP/corrupt/checkpoint-00000099.safetensors.corrupt" ]; then
+  echo "ok: train_lm --resume sets a corrupt newest checkpoint aside"; else
+  echo "FAIL: train_lm --resume over a corrupt newest checkpoint:"; cat "$TMP/err"; failures=$((failures + 1)); fi
+# Settings a resumed run cannot change are named; data paths compare by file, not spelling; a
+# finished run resumed says there is nothing left to do.
+expect_error "--tokenizer is bpe here but char in the run being resumed" "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 \
+  --width 16 --heads 2 --context 8 --steps 6 --out "$TMP/corrupt" --resume --tokenizer bpe --vocab 50
+expect_error "--vocab 50: sets the number of subword pieces, with --tokenizer bpe or unigram" "$BIN/train_lm" --text "$TMP/text.txt" \
+  --out "$TMP/corrupt" --resume --vocab 50
+expect_error "--layers is 2 here but 1 in the run being resumed" "$BIN/train_lm" --text "$TMP/text.txt" --layers 2 \
+  --width 16 --heads 2 --context 8 --steps 6 --out "$TMP/corrupt" --resume
+if (cd "$TMP" && "$BIN/train_lm" --text ./text.txt --layers 1 --width 16 --heads 2 --context 8 --steps 4 --eval_every 2 --sample 1 \
+      --out corrupt --resume >"$TMP/out" 2>"$TMP/err") &&
+   grep -q "nothing left to do: the run (at step 4, epoch 0, .* min of training) reached max_steps 4 already" "$TMP/err"; then
+  echo "ok: train_lm --resume by a relative path, with nothing left to do"; else
+  echo "FAIL: train_lm --resume by a relative path / nothing left:"; cat "$TMP/err"; failures=$((failures + 1)); fi
+# A changed byte in a model file: its checksum names the tensor.
+cp -r "$TMP/corrupt" "$TMP/flipped"
+perl -0777 -pi -e 'substr($_, -5, 1) ^= "\x10"' "$TMP/flipped/model.safetensors"
+expect_error "fails its checksum" "$BIN/train_lm" --load "$TMP/flipped" --sample 5
 expect_error "expected one of char, bpe, unigram" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer word --out "$TMP/run"
 for tok in bpe unigram; do  # a subword LM end to end, then resumed
   if "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer "$tok" --vocab 23 --layers 1 --width 16 --heads 2 --context 8 \
@@ -76,6 +100,16 @@ for tok in bpe unigram char; do
     echo "ok: train_translator --tokenizer $tok, then translate"
   fi
 done
+# A translator resumed with another vocabulary size is refused by name; resumed when finished, it says so.
+TR=(--pairs "$TMP/pairs.tsv" --tokenizer char --vocab 40 --layers 1 --width 32 --heads 2 --ff 64 --epochs 1 --samples 1)
+expect_error "--vocab is 300 here but 40 in the run being resumed" "$BIN/train_translator" "${TR[@]}" --vocab 300 --save "$TMP/tr_char" --resume
+if "$BIN/train_translator" "${TR[@]}" --save "$TMP/tr_char" --resume >"$TMP/out" 2>"$TMP/err" &&
+   grep -q "nothing left to do: .* finished 1 epochs already" "$TMP/err" && ! grep -q "loss nan" "$TMP/out" "$TMP/err"; then
+  echo "ok: train_translator --resume of a finished run: nothing left to do"; else
+  echo "FAIL: train_translator --resume of a finished run:"; cat "$TMP/out" "$TMP/err"; failures=$((failures + 1)); fi
+cp -r "$TMP/tr_unigram" "$TMP/tr_flipped"
+perl -0777 -pi -e 'substr($_, -5, 1) ^= "\x10"' "$TMP/tr_flipped/model.safetensors"
+expect_error "fails its checksum" "$BIN/translate" --load "$TMP/tr_flipped"
 # Metadata that does not match the tensors (a feed-forward width of 99 in a model trained with 64)
 # is refused before the model is built.
 cp -r "$TMP/tr_char" "$TMP/tr_ff"

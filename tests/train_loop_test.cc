@@ -554,5 +554,71 @@ TEST(RunFolder, ALinkLeadingOutOfTheFolderIsRefusedByName) {
   fs::remove(outside);
 }
 
+// A checkpoint whose bytes fail the integrity checks (a flipped byte: its checksum; NaN weights
+// written with a valid checksum) is set aside as NAME.corrupt when --resume picks it, saying so,
+// and the one before it is used; named on purpose it is refused and left alone.
+TEST(RunFolder, ACorruptNewestCheckpointIsSetAsideAndTheOneBeforeItUsed) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("corrupt"), .max_steps = 6, .eval_every = 2, .keep_last = 5};
+  { TrainingRun a(1, o); a.fit(data); }
+  const std::string c4 = o.run_dir + "/checkpoint-00000004.safetensors", c6 = o.run_dir + "/checkpoint-00000006.safetensors";
+  const std::string good6 = slurp(c6);
+  auto flipped = [](std::string bytes, size_t from_end) {
+    bytes[bytes.size() - from_end] ^= 0x10;
+    return bytes;
+  };
+  // Named on purpose: refused, the file stays as it is.
+  tg::write_file_atomic(c6, flipped(good6, 3)).or_throw();
+  {
+    TrainingRun b(1, o);
+    tg::Status s = b.trainer->resume(c6);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("fails its checksum"), std::string::npos) << s.message();
+    EXPECT_TRUE(fs::exists(c6));
+  }
+  // Picked by --resume: set aside, step 4 used, and it is the last good checkpoint.
+  {
+    TrainingRun b(1, o);
+    testing::internal::CaptureStderr();
+    tg::Status s = b.trainer->resume();
+    const std::string said = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(b.trainer->state().step, 4);
+    EXPECT_EQ(b.trainer->last_checkpoint(), c4);
+    EXPECT_NE(said.find("checkpoint-00000006.safetensors: tensor '"), std::string::npos) << said;
+    EXPECT_NE(said.find("fails its checksum"), std::string::npos) << said;
+    EXPECT_NE(said.find("set aside as checkpoint-00000006.safetensors.corrupt"), std::string::npos) << said;
+    EXPECT_NE(said.find("resuming from checkpoint-00000004.safetensors"), std::string::npos) << said;
+    EXPECT_FALSE(fs::exists(c6));
+    EXPECT_EQ(slurp(c6 + ".corrupt"), flipped(good6, 3));
+  }
+  // NaN weights under a valid checksum: caught by the finiteness check, named.
+  fs::remove(c6 + ".corrupt");
+  {
+    tg::SafetensorsFile f = tg::load_safetensors(c4).value();
+    tg::StateDict edited;
+    for (const auto& [n, t] : f.tensors) edited.insert(n, n == "model.fc1.weight" ? tg::full(t.shape(), NAN) : t);
+    tg::save_safetensors(c6, edited, f.metadata).or_throw();
+    TrainingRun b(1, o);
+    testing::internal::CaptureStderr();
+    tg::Status s = b.trainer->resume();
+    const std::string said = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(b.trainer->state().step, 4);
+    EXPECT_NE(said.find("'model.fc1.weight' holds NaN at flat index 0"), std::string::npos) << said;
+    EXPECT_TRUE(fs::exists(c6 + ".corrupt"));
+  }
+  // Every checkpoint corrupt: nothing to resume from, said so.
+  for (const auto& name : names_in(o.run_dir))
+    if (tg::train::checkpoint_step(name) >= 0)
+      tg::write_file_atomic(o.run_dir + "/" + name, flipped(slurp(o.run_dir + "/" + name), 1)).or_throw();
+  TrainingRun c(1, o);
+  testing::internal::CaptureStderr();
+  tg::Status s = c.trainer->resume();
+  testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("every checkpoint is corrupt"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace tgt

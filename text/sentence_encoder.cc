@@ -37,10 +37,6 @@ Result<json> optional_json(const std::string& path, json::value_t kind = json::v
   return j;
 }
 
-bool is_true(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() && it->get<bool>();
-}
 }  // namespace
 
 Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string& dir) {
@@ -58,28 +54,56 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
   if (enc->tokenizer_->size() != cfg.vocab)
     return io_error("{}: a vocabulary of {} tokens, but {}/config.json says vocab_size {} (a tokenizer of another model?)",
                     tok_path, enc->tokenizer_->size(), dir, cfg.vocab);
-  // Pooling: sentence-transformers' 1_Pooling/config.json.
+  // Pooling: sentence-transformers' 1_Pooling/config.json. Every key that would change the
+  // result is type-checked and the unsupported modes refused; others (include_prompt) ignored.
   const std::string pool_path = dir + "/1_Pooling/config.json";
   Result<json> pool = optional_json(pool_path);
   if (!pool.ok()) return pool.status();
   if (!pool->is_null()) {
-    for (const char* unsupported : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
-                                    "pooling_mode_lasttoken"})
-      if (is_true(*pool, unsupported)) return io_error("{}: {} is not supported (mean or CLS pooling)", pool_path, unsupported);
-    const bool cls = is_true(*pool, "pooling_mode_cls_token"), mean = is_true(*pool, "pooling_mode_mean_tokens");
-    if (cls == mean) return io_error("{}: expected exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token", pool_path);
+    bool cls = false, mean = false;
+    for (auto it = pool->begin(); it != pool->end(); ++it) {
+      const std::string& key = it.key();
+      if (key.rfind("pooling_mode_", 0) == 0) {
+        if (!it->is_boolean()) return io_error("{}: {} = {} is not true or false", pool_path, key, brief(*it));
+        if (key == "pooling_mode_cls_token") cls = it->get<bool>();
+        else if (key == "pooling_mode_mean_tokens") mean = it->get<bool>();
+        else if (it->get<bool>()) return io_error("{}: {} is not supported (mean or CLS pooling)", pool_path, key);
+      } else if (key == "word_embedding_dimension") {
+        if (!it->is_number_integer() || it->get<int64_t>() != cfg.hidden)
+          return io_error("{}: word_embedding_dimension = {}, but {}/config.json says hidden_size {}", pool_path, brief(*it), dir,
+                          cfg.hidden);
+      }
+    }
+    if (cls == mean) return io_error("{}: expected exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token true", pool_path);
     enc->pooling = cls ? Pooling::Cls : Pooling::Mean;
   }
-  // Normalisation: a sentence_transformers.models.Normalize module in modules.json.
-  Result<json> modules = optional_json(dir + "/modules.json", json::value_t::array);
+  // The modules: sentence-transformers' Transformer, then Pooling (its settings in 1_Pooling),
+  // then optionally Normalize; anything else (Dense, another order, none) is refused.
+  const std::string modules_path = dir + "/modules.json";
+  Result<json> modules = optional_json(modules_path, json::value_t::array);
   if (!modules.ok()) return modules.status();
-  for (const json& m : *modules) {
-    const std::string type = m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
-    if (type.ends_with(".Normalize")) enc->normalize = true;
-    else if (!type.ends_with(".Transformer") && !type.ends_with(".Pooling"))
-      return io_error("{}/modules.json: module {} is not supported (Transformer, Pooling and Normalize are)", dir, brief(m));
+  if (!modules->is_null()) {
+    std::vector<std::string> kinds;
+    for (const json& m : *modules) {
+      const json* type = m.is_object() && m.contains("type") ? &m["type"] : nullptr;
+      if (!type || !type->is_string())
+        return io_error("{}: module {} has no \"type\" string", modules_path, brief(m));
+      const std::string t = type->get<std::string>();
+      const std::string kind = t.substr(t.rfind('.') == std::string::npos ? 0 : t.rfind('.') + 1);
+      if (kind != "Transformer" && kind != "Pooling" && kind != "Normalize")
+        return io_error("{}: module {} is not supported (Transformer, Pooling and Normalize are)", modules_path, brief(m));
+      if (kind == "Pooling" && m.contains("path") && !(m["path"].is_string() && m["path"].get<std::string>() == "1_Pooling"))
+        return io_error("{}: the Pooling module's path is {}; only 1_Pooling is read", modules_path, brief(m["path"]));
+      kinds.push_back(kind);
+    }
+    const bool shape_ok = (kinds.size() == 2 || kinds.size() == 3) && kinds[0] == "Transformer" && kinds[1] == "Pooling" &&
+                          (kinds.size() == 2 || kinds[2] == "Normalize");
+    if (!shape_ok)
+      return io_error("{}: modules {} (expected Transformer, Pooling and optionally Normalize, in that order)", modules_path,
+                      kinds.empty() ? std::string("[] (none)") : fmt::format("{}", fmt::join(kinds, ", ")));
+    enc->normalize = kinds.size() == 3;
   }
-  // The longest input.
+  // The longest input, and sentence-transformers' own lower-casing.
   enc->max_length = std::min<int64_t>(cfg.max_positions, 512);
   const std::string st_path = dir + "/sentence_bert_config.json";
   Result<json> st = optional_json(st_path);
@@ -90,6 +114,13 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
       return io_error("{}: max_seq_length = {} (expected 2..{}, the model's max_position_embeddings)", st_path, brief(m),
                       cfg.max_positions);
     enc->max_length = m.get<int64_t>();
+  }
+  if (!st->is_null() && st->contains("do_lower_case")) {
+    const json& m = (*st)["do_lower_case"];
+    if (!m.is_boolean()) return io_error("{}: do_lower_case = {} is not true or false", st_path, brief(m));
+    // Lower-casing first changes nothing when the tokenizer lower-cases itself; otherwise refused.
+    if (m.get<bool>() && enc->tokenizer_->tokenize("The QUICK Fox") != enc->tokenizer_->tokenize("the quick fox"))
+      return io_error("{}: do_lower_case is true, but {} does not lower-case; not supported", st_path, tok_path);
   }
   return enc;
 }

@@ -401,11 +401,14 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
       const int64_t i = id->get<int64_t>();
       if (i < 0 || i >= static_cast<int64_t>(n))
         return io_error("{}: added token {} has id {}, outside the vocabulary of {}", source, brief(*content), i, n);
+      for (const char* flag : {"lstrip", "rstrip", "single_word", "special", "normalized"})
+        if (const json* f = member(a, flag); f && !f->is_boolean())
+          return io_error("{}: added token {}: {} = {} is not true or false", source, brief(*content), flag, brief(*f));
       for (const char* flag : {"lstrip", "rstrip", "single_word"})
-        if (const json* f = member(a, flag); f && f->is_boolean() && f->get<bool>())
+        if (const json* f = member(a, flag); f && f->get<bool>())
           return io_error("{}: added token {} has {} set, which is not supported", source, brief(*content), flag);
       t->added_.emplace_back(content->get<std::string>(), i);
-      if (const json* sp = member(a, "special"); sp && sp->is_boolean() && sp->get<bool>()) t->special_[static_cast<size_t>(i)] = true;
+      if (const json* sp = member(a, "special"); sp && sp->get<bool>()) t->special_[static_cast<size_t>(i)] = true;
     }
   }
   // The post-processor: [CLS] $A [SEP] ($B [SEP]), as a template or BertProcessing.
@@ -415,13 +418,22 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
     auto it = t->vocab_.find(tok);
     return it == t->vocab_.end() ? -1 : it->second;
   };
+  // A special token's id as the post_processor gives it must be the vocabulary's id of that token.
+  auto agrees = [&](const std::string& tok, int64_t id) -> Status {
+    const int64_t in_vocab = vocab_id(tok);
+    if (in_vocab >= 0 && in_vocab != id)
+      return io_error("{}: post_processor gives {} the id {}, but the vocabulary has it at {}", source, brief(json(tok)), id,
+                      in_vocab);
+    return {};
+  };
   if (ptype == "BertProcessing") {
-    auto pair_id = [&](const char* key) -> int64_t {
+    for (const char* key : {"cls", "sep"}) {
       const json* v = member(*post, key);
-      return v && v->is_array() && v->size() == 2 && (*v)[1].is_number_integer() ? (*v)[1].get<int64_t>() : -1;
-    };
-    t->cls_ = pair_id("cls");
-    t->sep_ = pair_id("sep");
+      if (!v || !v->is_array() || v->size() != 2 || !(*v)[0].is_string() || !(*v)[1].is_number_integer())
+        return io_error("{}: post_processor.{} = {} (expected [\"token\", id])", source, key, v ? brief(*v) : "missing");
+      TG_RETURN_IF_ERROR(agrees((*v)[0].get<std::string>(), (*v)[1].get<int64_t>()));
+      (std::string_view(key) == "cls" ? t->cls_ : t->sep_) = (*v)[1].get<int64_t>();
+    }
   } else if (ptype == "TemplateProcessing") {
     // single: Special, Sequence A, Special; pair: the same then Sequence B (type 1) and the second special.
     auto piece = [](const json& e, std::string& special, std::string& seq, int64_t& type) {
@@ -429,7 +441,8 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
       const json* inner = e.contains("SpecialToken") ? &e["SpecialToken"] : e.contains("Sequence") ? &e["Sequence"] : nullptr;
       if (!inner || !inner->is_object() || !inner->contains("id") || !(*inner)["id"].is_string()) return false;
       (e.contains("SpecialToken") ? special : seq) = (*inner)["id"].get<std::string>();
-      type = inner->contains("type_id") && (*inner)["type_id"].is_number_integer() ? (*inner)["type_id"].get<int64_t>() : 0;
+      if (inner->contains("type_id") && !(*inner)["type_id"].is_number_integer()) return false;
+      type = inner->contains("type_id") ? (*inner)["type_id"].get<int64_t>() : 0;
       return true;
     };
     const json* single = member(*post, "single");
@@ -453,15 +466,23 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
          specials[3] == specials[0] && specials[5] == specials[2] && specials[7] == specials[2] &&
          types == std::vector<int64_t>{0, 0, 0, 0, 0, 0, 1, 1};
     if (!ok) return io_error("{}: post_processor template is not BERT's [CLS] $A [SEP] / [CLS] $A [SEP] $B [SEP]", source);
-    auto special_id = [&](const std::string& name) -> int64_t {
-      const json* st = member(*post, "special_tokens");
-      const json* e = st && st->is_object() ? member(*st, name.c_str()) : nullptr;
-      const json* ids = e && e->is_object() ? member(*e, "ids") : nullptr;
-      if (ids && ids->is_array() && ids->size() == 1 && (*ids)[0].is_number_integer()) return (*ids)[0].get<int64_t>();
-      return vocab_id(name);
+    const json* st = member(*post, "special_tokens");
+    if (st && !st->is_object()) return io_error("{}: post_processor.special_tokens is not an object", source);
+    auto special_id = [&](const std::string& name) -> Result<int64_t> {
+      const json* e = st ? member(*st, name.c_str()) : nullptr;
+      if (!e) return vocab_id(name);
+      const json* ids = e->is_object() ? member(*e, "ids") : nullptr;
+      if (!ids || !ids->is_array() || ids->size() != 1 || !(*ids)[0].is_number_integer())
+        return io_error("{}: post_processor.special_tokens[{}] = {} (expected \"ids\": [one id])", source, brief(json(name)),
+                        brief(*e));
+      TG_RETURN_IF_ERROR(agrees(name, (*ids)[0].get<int64_t>()));
+      return (*ids)[0].get<int64_t>();
     };
-    t->cls_ = special_id(specials[0]);
-    t->sep_ = special_id(specials[2]);
+    Result<int64_t> cls = special_id(specials[0]), sep = special_id(specials[2]);
+    if (!cls.ok()) return cls.status();
+    if (!sep.ok()) return sep.status();
+    t->cls_ = *cls;
+    t->sep_ = *sep;
   } else if (!post) {
     t->cls_ = vocab_id("[CLS]");
     t->sep_ = vocab_id("[SEP]");
@@ -472,11 +493,11 @@ Result<std::unique_ptr<Tokenizer>> WordPieceTokenizer::parse(std::string_view by
     return io_error("{}: no [CLS] / [SEP] ids within the vocabulary of {} in the post_processor", source, n);
   // Padding id: the file's padding settings, else [PAD], else 0.
   const json* padding = member(j, "padding");
+  if (padding && !padding->is_null() && !padding->is_object()) return io_error("{}: padding = {} is not an object", source, brief(*padding));
   const json* pad_id = padding && padding->is_object() ? member(*padding, "pad_id") : nullptr;
-  if (pad_id && pad_id->is_number_integer() && pad_id->get<int64_t>() >= 0 && pad_id->get<int64_t>() < static_cast<int64_t>(n))
-    t->pad_ = pad_id->get<int64_t>();
-  else
-    t->pad_ = std::max<int64_t>(0, vocab_id("[PAD]"));
+  if (pad_id && !(pad_id->is_number_integer() && pad_id->get<int64_t>() >= 0 && pad_id->get<int64_t>() < static_cast<int64_t>(n)))
+    return io_error("{}: padding.pad_id = {} (expected an id within the vocabulary of {})", source, brief(*pad_id), n);
+  t->pad_ = pad_id ? pad_id->get<int64_t>() : std::max<int64_t>(0, vocab_id("[PAD]"));
   std::sort(t->added_.begin(), t->added_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   return std::unique_ptr<Tokenizer>(std::move(t));
 }

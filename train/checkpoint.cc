@@ -91,6 +91,8 @@ Result<TrainState> read_state(const SafetensorsFile& f, const std::string& path,
       st.rngs[k.substr(4)] = s;
     } else if (k.rfind("user.", 0) == 0) {
       st.user[k.substr(5)] = v;
+    } else if (k.rfind("config.", 0) == 0) {
+      st.config[k.substr(7)] = v;
     }
   }
   for (const auto& [n, t] : f.tensors) {
@@ -145,10 +147,23 @@ void build_state(const TrainState& st, const Module& model, const Optimizer& opt
   if (!st.cpu_path.empty()) meta["cpu_path"] = st.cpu_path;
   for (const auto& [name, s] : st.rngs) meta["rng." + name] = rng_to_string(s);
   for (const auto& [k, v] : st.user) meta["user." + k] = v;
+  for (const auto& [k, v] : st.config) meta["config." + k] = v;
+}
+
+// Model parameters and optimizer state must be finite (history points are, by construction).
+Status check_finite_state(const SafetensorsFile& f, const std::string& path) {
+  for (const auto& [name, t] : f.tensors) {
+    if (name.rfind("model.", 0) != 0 && name.rfind("optim.", 0) != 0) continue;
+    if (const int64_t bad = first_non_finite(t); bad >= 0)
+      return io_error("{}: '{}' holds {} at flat index {} (of shape {}): non-finite weights are refused", path, name,
+                      non_finite_name(t, bad), bad, t.shape());
+  }
+  return {};
 }
 
 Result<TrainState> load_parsed(const Result<SafetensorsFile>& f, const std::string& path, Module& model, Optimizer& opt) {
   if (!f.ok()) return f.status();
+  TG_RETURN_IF_ERROR(check_finite_state(*f, path));
   StateDict model_sd, optim_sd;
   Result<TrainState> st = read_state(*f, path, &model_sd, &optim_sd);
   if (!st.ok()) return st;
@@ -214,6 +229,27 @@ Result<TrainState> peek_train_state(const std::string& path) {
   Result<SafetensorsFile> f = load_safetensors(path);
   if (!f.ok()) return f.status();
   return read_state(*f, path, nullptr, nullptr);
+}
+
+Result<SafetensorsFile> read_checkpoint(const std::string& path, bool* corrupt) {
+  if (corrupt) *corrupt = false;
+  Result<std::string> bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  Result<SafetensorsFile> f = parse_safetensors(*bytes, path);
+  Status finite = f.ok() ? check_finite_state(*f, path) : f.status();
+  if (!finite.ok()) {
+    if (corrupt) *corrupt = true;
+    return finite;
+  }
+  return f;
+}
+
+Result<TrainState> peek_train_state(const SafetensorsFile& file, const std::string& path) {
+  return read_state(file, path, nullptr, nullptr);
+}
+
+Result<TrainState> load_train_state(const SafetensorsFile& file, const std::string& path, Module& model, Optimizer& opt) {
+  return load_parsed(file, path, model, opt);
 }
 
 }  // namespace tg::train

@@ -7,7 +7,8 @@
 //   metadata  "format" = "tapegrad.train_state", "version" = "1", "optimizer", "lr",
 //             "rng.<stream>" (each random generator's state), "step", "micro_step", "epoch",
 //             "epoch_samples", "samples", "sampler_seed", "seconds", "early_stop.*", "metrics_bytes",
-//             "config_hash", "tokenizer_fingerprint", "precision", "cpu_path" and "user.<key>" entries.
+//             "config_hash", "tokenizer_fingerprint", "precision", "cpu_path", "config.<setting>" and
+//             "user.<key>" entries.
 //
 // Nothing in a checkpoint names a file: which checkpoints a run keeps is derived from the names in
 // its folder (checkpoint_step), never from a list stored in a file someone may have edited.
@@ -48,6 +49,7 @@ struct TrainState {
   int64_t metrics_bytes = -1;     // metrics.jsonl's length when this state was saved
   History history{};
   std::string config_hash{}, tokenizer_fingerprint{};
+  Metadata config{};  // the program's settings by name ("--layers" -> "2"), compared on resume
   std::string precision = "float32", cpu_path{};  // what computed the run so far (cpu_path: with bfloat16 only)
   std::map<std::string, Generator::State> rngs{};  // every random stream; "default" is tg::default_generator()
   Metadata user{};                                 // the program's own entries
@@ -68,5 +70,12 @@ std::string serialize_train_state(const TrainState& state, const Module& model, 
 Result<TrainState> parse_train_state(std::string_view bytes, const std::string& source, Module& model, Optimizer& opt);
 // Reads only the metadata and history (no model needed): for tools and for choosing a checkpoint.
 Result<TrainState> peek_train_state(const std::string& path);
+
+// A checkpoint read once and checked for integrity: the safetensors checks, each tensor's
+// checksum (files we write carry them), finite model and optimizer values. *corrupt is set when
+// the bytes were read but fail these checks (as opposed to a file that cannot be read at all).
+Result<SafetensorsFile> read_checkpoint(const std::string& path, bool* corrupt = nullptr);
+Result<TrainState> peek_train_state(const SafetensorsFile& file, const std::string& path);
+Result<TrainState> load_train_state(const SafetensorsFile& file, const std::string& path, Module& model, Optimizer& opt);
 
 }  // namespace tg::train

@@ -100,7 +100,13 @@ Trainer::Trainer(Module& model, Optimizer& opt, TrainerOptions options)
            o.precision);
   state_.sampler_seed = o.seed;
   set_precision_record();
-  state_.config_hash = o.config_hash;
+  state_.config = o.config;
+  if (opts_.config_hash.empty() && !o.config.empty()) {
+    std::string all;
+    for (const auto& [k, v] : o.config) all += k + '\0' + v + '\n';
+    opts_.config_hash = fingerprint(all);
+  }
+  state_.config_hash = opts_.config_hash;
   state_.tokenizer_fingerprint = o.tokenizer_fingerprint;
 }
 
@@ -443,20 +449,58 @@ Status Trainer::resume(const std::string& path) {
 
 Status Trainer::resume_here(const std::string& path) {
   std::string file = path;
-  if (file.empty()) {
-    if (opts_.run_dir.empty()) return Status::error("resume: no run_dir and no checkpoint path given");
-    remove_stale_temporaries(opts_.run_dir);
-    const auto found = checkpoints_in(opts_.run_dir);
-    if (found.empty()) return io_error("{}: no checkpoint-*.safetensors to resume from", opts_.run_dir);
-    file = opts_.run_dir + "/" + found.back().second;
-  }
   if (!opts_.run_dir.empty()) {
     TG_RETURN_IF_ERROR(check_no_link_out(opts_.run_dir));
     TG_RETURN_IF_ERROR(claim_run_dir(opts_.run_dir));
   }
-  Result<TrainState> peek = peek_train_state(file);
+  Result<SafetensorsFile> ckpt = Status::error("no checkpoint read");
+  if (file.empty()) {
+    // The newest checkpoint of the folder that passes the integrity checks; a corrupt one is set
+    // aside as NAME.corrupt, saying so, and the next older one is tried.
+    if (opts_.run_dir.empty()) return Status::error("resume: no run_dir and no checkpoint path given");
+    remove_stale_temporaries(opts_.run_dir);
+    const auto found = checkpoints_in(opts_.run_dir);
+    if (found.empty()) return io_error("{}: no checkpoint-*.safetensors to resume from", opts_.run_dir);
+    std::vector<std::string> set_aside;
+    for (auto it = found.rbegin(); it != found.rend(); ++it) {
+      file = opts_.run_dir + "/" + it->second;
+      bool corrupt = false;
+      ckpt = read_checkpoint(file, &corrupt);
+      if (ckpt.ok() || !corrupt) break;
+      std::error_code ec;
+      fs::rename(file, file + ".corrupt", ec);
+      if (ec) return io_error("{} (and it cannot be renamed to {}.corrupt: {})", ckpt.status().message(), it->second, ec.message());
+      std::fprintf(stderr, "tapegrad: %s\ntapegrad: set aside as %s.corrupt; trying the checkpoint before it\n",
+                   std::string(ckpt.status().message()).c_str(), it->second.c_str());
+      set_aside.push_back(it->second);
+    }
+    if (!ckpt.ok() && set_aside.size() == found.size())
+      return io_error("{}: every checkpoint is corrupt ({} set aside as *.corrupt); nothing to resume from", opts_.run_dir,
+                      set_aside.size());
+    if (ckpt.ok() && !set_aside.empty())
+      std::fprintf(stderr, "tapegrad: resuming from %s, the newest checkpoint that passes the checks\n",
+                   fs::path(file).filename().string().c_str());
+  } else {
+    ckpt = read_checkpoint(file);  // named on purpose: refused when corrupt, never renamed
+  }
+  if (!ckpt.ok()) return ckpt.status();
+  Result<TrainState> peek = peek_train_state(*ckpt, file);
   if (!peek.ok()) return peek.status();
-  if (peek->config_hash != opts_.config_hash)
+  if (!peek->config.empty() || !opts_.config.empty()) {
+    std::vector<std::string> differ;
+    Metadata all = peek->config;
+    all.insert(opts_.config.begin(), opts_.config.end());
+    auto value = [](const Metadata& m, const std::string& k) {
+      auto it = m.find(k);
+      return it == m.end() ? std::string("(not set)") : it->second.empty() ? std::string("none") : clip_for_message(it->second, 200);
+    };
+    for (const auto& [k, v] : all)
+      if (value(opts_.config, k) != value(peek->config, k))
+        differ.push_back(fmt::format("{} is {} here but {} in the run being resumed", k, value(opts_.config, k), value(peek->config, k)));
+    if (!differ.empty())
+      return io_error("{}: saved by a run configured differently: {}; resume with the same settings, or start a new run", file,
+                      fmt::format("{}", fmt::join(differ, "; ")));
+  } else if (peek->config_hash != opts_.config_hash)
     return io_error("{}: saved by a run configured differently (configuration hash {} here, {} in the checkpoint): resume "
                     "with the same settings, or start a new run",
                     file, opts_.config_hash.empty() ? "none" : opts_.config_hash,
@@ -471,7 +515,7 @@ Status Trainer::resume_here(const std::string& path) {
   if (!peek->rngs.count("default")) return io_error("{}: metadata 'rng.default' is missing", file);
   TG_RETURN_IF_ERROR(check_position(file, *peek));
   if (!opts_.run_dir.empty()) TG_RETURN_IF_ERROR(check_metrics_cut(opts_.run_dir + "/metrics.jsonl", file, *peek));
-  Result<TrainState> st = load_train_state(file, model_, opt_);
+  Result<TrainState> st = load_train_state(*ckpt, file, model_, opt_);
   if (!st.ok()) return st.status();
   if (opt_.steps() != st->step)
     return io_error("{}: its step {} disagrees with the optimizer's step count {} stored beside it (an edited or mixed-up "
@@ -708,25 +752,39 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     progress = std::make_unique<Progress>(std::max<int64_t>(total, 1),
                                           opts_.max_steps > 0 ? "train" : fmt::format("epoch {}", state_.epoch + 1), opts_.unit);
   };
-  new_bar();
-
-  for (;;) {
+  auto limit_reached = [&] {
     if (opts_.max_steps > 0 && state_.step >= opts_.max_steps) {
       result.reason = StopReason::kMaxSteps;
       result.message = fmt::format("reached max_steps {}", opts_.max_steps);
-      break;
+      return true;
     }
     if (opts_.max_epochs > 0 && state_.epoch >= opts_.max_epochs) {
       result.reason = StopReason::kMaxEpochs;
       result.message = fmt::format("finished {} epochs", opts_.max_epochs);
-      break;
+      return true;
     }
     // With several processes, process 0's clock decides for all.
     if (opts_.max_minutes > 0 && comm_->from_main(elapsed() >= opts_.max_minutes * 60)) {
       result.reason = StopReason::kTimeBudget;
       result.message = fmt::format("used the time budget of {:g} minutes", opts_.max_minutes);
-      break;
+      return true;
     }
+    return false;
+  };
+  if (limit_reached()) {  // a finished run resumed: say so rather than show an empty bar
+    result.nothing_left = true;
+    result.step = state_.step;
+    result.last_checkpoint = last_checkpoint();
+    if (comm_->is_main())
+      std::fprintf(stderr, "tapegrad: nothing left to do: the run (at step %lld, epoch %lld, %.1f min of training) %s already; "
+                   "raise that limit to train further\n", static_cast<long long>(state_.step),
+                   static_cast<long long>(state_.epoch), state_.seconds / 60, result.message.c_str());
+    return result;
+  }
+  new_bar();
+
+  for (;;) {
+    if (limit_reached()) break;
     if (next >= batches.size()) {
       load_epoch();
       if (opts_.max_steps == 0) new_bar();

@@ -85,6 +85,11 @@ struct TrainerOptions {
   // all-reduce and checkpoints stay float32. The precision and the kernel path are recorded in each
   // checkpoint; resuming with another is allowed and reported (the run is then not bit-identical).
   DType precision = kFloat32;
+  // The settings a resumed run must share with the run it continues, by the name a user knows
+  // them by ("--layers" -> "2", "--text" -> the file's canonical path): recorded in each checkpoint,
+  // and a resume that differs is refused naming each setting, both values. config_hash, when left
+  // empty, is derived from them.
+  Metadata config{};
   std::string config_hash{};       // must match on resume (a hash of the program's configuration)
   std::string tokenizer_fingerprint{};  // must match on resume (see text::Tokenizer::fingerprint)
   // Data parallelism: the processes that train together (nullptr: tg::dist::world(), i.e. every
@@ -131,6 +136,9 @@ struct FitResult {
   std::string message{};          // one line: why it stopped (for kDiverged: step, loss, norm, last checkpoint)
   std::string last_checkpoint{};  // "" when none was written
   int signal = 0;                 // kInterrupted: SIGINT or SIGTERM
+  // A limit (max_steps, max_epochs, max_minutes) was already reached when fit began (a resumed,
+  // finished run): no step was taken, and process 0 said so on stderr.
+  bool nothing_left = false;
   bool diverged() const { return reason == StopReason::kDiverged; }
   bool interrupted() const { return reason == StopReason::kInterrupted; }
   // What a program returns: 0, kExitDiverged (3), or 128 + the signal (130 Ctrl-C, 143 SIGTERM).
