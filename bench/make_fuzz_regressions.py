@@ -81,6 +81,54 @@ for seed, name, meta in [
     header["__metadata__"].update(meta)
     put("train_state", name, join(header, data))
 
+# ---- weight integrity: per-tensor XXH64 checksums ("tapegrad.xxh64") and non-finite weights ----
+import ctypes  # noqa: E402  (the reference XXH64, Debian's libxxhash0)
+_xxh = ctypes.CDLL("libxxhash.so.0")
+_xxh.XXH64.restype = ctypes.c_uint64
+_xxh.XXH64.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64]
+
+
+def with_checksums(header, data, edit=None):
+    h = json.loads(json.dumps(header))
+    sums = {n: f"{_xxh.XXH64(data[e['data_offsets'][0]:e['data_offsets'][1]], e['data_offsets'][1] - e['data_offsets'][0], 0):016x}"
+            for n, e in h.items() if n != "__metadata__"}
+    if edit:
+        edit(sums)
+    h.setdefault("__metadata__", {})["tapegrad.xxh64"] = json.dumps(sums)
+    return h
+
+
+header, data = split(read("safetensors", "mixed.safetensors"))
+put("safetensors", "checksums_valid", join(with_checksums(header, data), data))
+flipped = bytearray(data)
+flipped[3] ^= 0x10
+put("safetensors", "checksum_flipped_byte", join(with_checksums(header, data), bytes(flipped)))
+put("safetensors", "checksum_missing_tensor", join(with_checksums(header, data, lambda s: s.pop(next(iter(s)))), data))
+put("safetensors", "checksum_extra_name", join(with_checksums(header, data, lambda s: s.update({"__metadata__": "0" * 16})), data))
+put("safetensors", "checksum_not_hex", join(with_checksums(header, data, lambda s: s.update({next(iter(s)): "zz" * 8})), data))
+for name, value in [("checksums_not_json", "{"), ("checksums_a_list", "[1,2]"), ("checksums_deep", "[" * 5000)]:
+    h = json.loads(json.dumps(header))
+    h.setdefault("__metadata__", {})["tapegrad.xxh64"] = value
+    put("safetensors", name, join(h, data))
+# A checkpoint whose model weight is NaN under a valid checksum, and one with a changed byte.
+header, data = split(read("train_state", "step1.safetensors"))
+w = header["model.weight"]["data_offsets"]
+nan_data = data[:w[0]] + struct.pack("<f", float("nan")) + data[w[0] + 4:]
+put("train_state", "nan_weight_valid_checksum", join(with_checksums(header, nan_data), nan_data))
+put("train_state", "inf_weight_no_checksum", join(header, data[:w[0]] + struct.pack("<f", float("inf")) + data[w[0] + 4:]))
+flipped = bytearray(data)
+flipped[w[0] + 1] ^= 0x01
+put("train_state", "checksum_flipped_weight", join(with_checksums(header, data), bytes(flipped)))
+# tokenizer.json: post_processor ids that contradict the vocabulary, ill-typed padding.
+wp = json.loads(read("tokenizer", "wordpiece.json"))
+if isinstance(wp.get("post_processor"), dict) and "special_tokens" in wp["post_processor"]:
+    for tok in wp["post_processor"]["special_tokens"].values():
+        tok["ids"] = [0]
+    put("tokenizer", "wordpiece_post_processor_contradicts_vocab", json.dumps(wp))
+wp = json.loads(read("tokenizer", "wordpiece.json"))
+wp["padding"] = {"pad_id": "0"}
+put("tokenizer", "wordpiece_padding_ill_typed", json.dumps(wp))
+
 # ---- word2vec vectors ----
 put("word2vec", "header_huge_counts", "100000000 100000\nking 1 2 3\n")
 put("word2vec", "header_negative", "-3 4\n")

@@ -39,21 +39,8 @@ Result<json> optional_json(const std::string& path, json::value_t kind = json::v
 
 }  // namespace
 
-Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return io_error("{}: not a model folder (no such directory)", dir);
-  auto enc = std::make_unique<SentenceEncoder>();
-  Result<std::unique_ptr<BertModel>> model = BertModel::from_pretrained(dir);
-  if (!model.ok()) return model.status();
-  enc->model_ = std::move(*model);
-  const std::string tok_path = dir + "/tokenizer.json";
-  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::load(tok_path);
-  if (!tok.ok()) return tok.status();
-  enc->tokenizer_ = std::move(*tok);
-  const BertConfig& cfg = enc->model_->cfg;
-  if (enc->tokenizer_->size() != cfg.vocab)
-    return io_error("{}: a vocabulary of {} tokens, but {}/config.json says vocab_size {} (a tokenizer of another model?)",
-                    tok_path, enc->tokenizer_->size(), dir, cfg.vocab);
+Result<SentenceSettings> read_sentence_settings(const std::string& dir, const BertConfig& cfg, const Tokenizer* tok) {
+  SentenceSettings out;
   // Pooling: sentence-transformers' 1_Pooling/config.json. Every key that would change the
   // result is type-checked and the unsupported modes refused; others (include_prompt) ignored.
   const std::string pool_path = dir + "/1_Pooling/config.json";
@@ -75,7 +62,7 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
       }
     }
     if (cls == mean) return io_error("{}: expected exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token true", pool_path);
-    enc->pooling = cls ? Pooling::Cls : Pooling::Mean;
+    out.pooling = cls ? Pooling::Cls : Pooling::Mean;
   }
   // The modules: sentence-transformers' Transformer, then Pooling (its settings in 1_Pooling),
   // then optionally Normalize; anything else (Dense, another order, none) is refused.
@@ -101,10 +88,10 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
     if (!shape_ok)
       return io_error("{}: modules {} (expected Transformer, Pooling and optionally Normalize, in that order)", modules_path,
                       kinds.empty() ? std::string("[] (none)") : fmt::format("{}", fmt::join(kinds, ", ")));
-    enc->normalize = kinds.size() == 3;
+    out.normalize = kinds.size() == 3;
   }
   // The longest input, and sentence-transformers' own lower-casing.
-  enc->max_length = std::min<int64_t>(cfg.max_positions, 512);
+  out.max_length = std::min<int64_t>(cfg.max_positions, 512);
   const std::string st_path = dir + "/sentence_bert_config.json";
   Result<json> st = optional_json(st_path);
   if (!st.ok()) return st.status();
@@ -113,15 +100,38 @@ Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string
     if (!m.is_number_integer() || m.get<int64_t>() < 2 || m.get<int64_t>() > cfg.max_positions)
       return io_error("{}: max_seq_length = {} (expected 2..{}, the model's max_position_embeddings)", st_path, brief(m),
                       cfg.max_positions);
-    enc->max_length = m.get<int64_t>();
+    out.max_length = m.get<int64_t>();
   }
   if (!st->is_null() && st->contains("do_lower_case")) {
     const json& m = (*st)["do_lower_case"];
     if (!m.is_boolean()) return io_error("{}: do_lower_case = {} is not true or false", st_path, brief(m));
     // Lower-casing first changes nothing when the tokenizer lower-cases itself; otherwise refused.
-    if (m.get<bool>() && enc->tokenizer_->tokenize("The QUICK Fox") != enc->tokenizer_->tokenize("the quick fox"))
-      return io_error("{}: do_lower_case is true, but {} does not lower-case; not supported", st_path, tok_path);
+    if (m.get<bool>() && tok && tok->tokenize("The QUICK Fox") != tok->tokenize("the quick fox"))
+      return io_error("{}: do_lower_case is true, but {}/tokenizer.json does not lower-case; not supported", st_path, dir);
   }
+  return out;
+}
+
+Result<std::unique_ptr<SentenceEncoder>> SentenceEncoder::load(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return io_error("{}: not a model folder (no such directory)", dir);
+  auto enc = std::make_unique<SentenceEncoder>();
+  Result<std::unique_ptr<BertModel>> model = BertModel::from_pretrained(dir);
+  if (!model.ok()) return model.status();
+  enc->model_ = std::move(*model);
+  const std::string tok_path = dir + "/tokenizer.json";
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::load(tok_path);
+  if (!tok.ok()) return tok.status();
+  enc->tokenizer_ = std::move(*tok);
+  const BertConfig& cfg = enc->model_->cfg;
+  if (enc->tokenizer_->size() != cfg.vocab)
+    return io_error("{}: a vocabulary of {} tokens, but {}/config.json says vocab_size {} (a tokenizer of another model?)",
+                    tok_path, enc->tokenizer_->size(), dir, cfg.vocab);
+  Result<SentenceSettings> settings = read_sentence_settings(dir, cfg, enc->tokenizer_.get());
+  if (!settings.ok()) return settings.status();
+  enc->pooling = settings->pooling;
+  enc->normalize = settings->normalize;
+  enc->max_length = settings->max_length;
   return enc;
 }
 

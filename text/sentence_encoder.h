@@ -21,6 +21,17 @@
 
 namespace tg::text {
 
+// sentence-transformers' settings of a model folder: 1_Pooling/config.json, modules.json and
+// sentence_bert_config.json (each optional; absent: mean pooling, no normalisation, at most
+// min(512, max_position_embeddings) tokens). Every field that changes the result is type- and
+// range-checked, unsupported ones refused by name; `tok` (when given) checks do_lower_case.
+struct SentenceSettings {
+  Pooling pooling = Pooling::Mean;
+  bool normalize = false;
+  int64_t max_length = 512;
+};
+Result<SentenceSettings> read_sentence_settings(const std::string& dir, const BertConfig& cfg, const Tokenizer* tok = nullptr);
+
 class SentenceEncoder {
  public:
   // Every file checked; a problem is one line naming the file.

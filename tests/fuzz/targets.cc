@@ -61,6 +61,12 @@ void train_state(const uint8_t* data, size_t size) {
   static AdamW* opt = new AdamW(model->named_parameters(), {.lr = 1e-3});
   Result<train::TrainState> s = train::parse_train_state(view(data, size), "fuzz", *model, *opt);
   if (!s.ok()) return;
+  // What loads holds finite weights (non-finite ones are refused by name).
+  for (const auto& [name, p] : model->named_parameters())
+    if (first_non_finite(p) >= 0) {
+      std::fprintf(stderr, "train_state: accepted a non-finite %s\n", name.c_str());
+      std::abort();
+    }
   (void)train::serialize_train_state(*s, *model, *opt);
   // What loads is resumed in a run folder beside files the run does not own: whatever the
   // checkpoint says, resuming and training a step may change metrics.jsonl and the folder's own
@@ -152,12 +158,30 @@ void bert_config(const uint8_t* data, size_t size) {
   (void)c;
 }
 
+// sentence-transformers' files of a model folder: the first byte picks which one the rest is
+// (1_Pooling/config.json, modules.json, sentence_bert_config.json); the others are absent.
+void sentence_settings(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  namespace fs = std::filesystem;
+  const std::string dir = fs::path(as_file("", ".scratch")).parent_path().string() + "/model";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir + "/1_Pooling");
+  static const char* const kFiles[] = {"/1_Pooling/config.json", "/modules.json", "/sentence_bert_config.json"};
+  write_file_atomic(dir + kFiles[data[0] % 3], view(data + 1, size - 1)).or_throw();
+  BertConfig cfg;
+  cfg.hidden = 8;
+  cfg.max_positions = 12;
+  Result<text::SentenceSettings> s = text::read_sentence_settings(dir, cfg);
+  if (s.ok() && (s->max_length < 2 || s->max_length > cfg.max_positions)) std::abort();
+}
+
 }  // namespace
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = {
       {"safetensors", safetensors}, {"train_state", train_state}, {"word2vec", word2vec},  {"vocabulary", vocabulary},
-      {"tokenizer", tokenizer},     {"readers", readers},         {"gzip", gzip},          {"bert_config", bert_config},
+      {"tokenizer", tokenizer},     {"readers", readers},         {"gzip", gzip},          {"bert_config", bert_config}, {"sentence_settings", sentence_settings},
   };
   return all;
 }
