@@ -620,5 +620,31 @@ TEST(RunFolder, ACorruptNewestCheckpointIsSetAsideAndTheOneBeforeItUsed) {
   EXPECT_NE(s.message().find("every checkpoint is corrupt"), std::string::npos) << s.message();
 }
 
+// The settings a resumed run cannot change are named, each with both values (whole values are
+// compared: two long paths that differ past what a message shows are still different).
+TEST(RunFolder, ResumeNamesEachSettingThatDiffers) {
+  const Data data;
+  const std::string long_path = "/data/" + std::string(300, 'x');
+  TrainerOptions o{.run_dir = fresh_dir("settings"), .max_steps = 2, .eval_at_end = false,
+                   .config = {{"--layers", "1"}, {"--text", long_path + "/a.txt"}}};
+  { TrainingRun a(1, o); a.fit(data); }
+  auto resume_with = [&](tg::Metadata config) {
+    TrainerOptions r = o;
+    r.config = std::move(config);
+    TrainingRun b(1, r);
+    return b.trainer->resume();
+  };
+  EXPECT_TRUE(resume_with(o.config).ok());
+  tg::Status s = resume_with({{"--layers", "2"}, {"--text", long_path + "/a.txt"}, {"--new", "x"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("saved by a run configured differently: --layers is 2 here but 1 in the run being resumed; "
+                             "--new is x here but (not set) in the run being resumed"),
+            std::string::npos)
+      << s.message();
+  s = resume_with({{"--layers", "1"}, {"--text", long_path + "/b.txt"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--text is /data/xxx"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace tgt

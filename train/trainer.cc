@@ -494,8 +494,12 @@ Status Trainer::resume_here(const std::string& path) {
       auto it = m.find(k);
       return it == m.end() ? std::string("(not set)") : it->second.empty() ? std::string("none") : clip_for_message(it->second, 200);
     };
+    auto same = [](const Metadata& a, const Metadata& b, const std::string& k) {  // the whole values, not the clipped ones
+      auto x = a.find(k), y = b.find(k);
+      return (x == a.end()) == (y == b.end()) && (x == a.end() || x->second == y->second);
+    };
     for (const auto& [k, v] : all)
-      if (value(opts_.config, k) != value(peek->config, k))
+      if (!same(opts_.config, peek->config, k))
         differ.push_back(fmt::format("{} is {} here but {} in the run being resumed", k, value(opts_.config, k), value(peek->config, k)));
     if (!differ.empty())
       return io_error("{}: saved by a run configured differently: {}; resume with the same settings, or start a new run", file,
