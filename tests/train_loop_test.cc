@@ -90,6 +90,13 @@ struct TrainingRun {
 
 std::string slurp(const std::string& path) { return tg::read_file(path).value(); }
 
+// The losses of a run stopped part way (a) followed by those of its resumption (b).
+std::vector<double> losses_of(const TrainingRun& a, const TrainingRun& b) {
+  std::vector<double> all = a.losses;
+  all.insert(all.end(), b.losses.begin(), b.losses.end());
+  return all;
+}
+
 TEST(TrainLoop, ResumeIsBitIdenticalOntoFreshObjects) {
   const Data data;
   TrainerOptions o{.max_steps = 12, .accumulate = 2, .clip_grad_norm = 1.0, .eval_every = 3, .eval_at_end = false};
@@ -116,8 +123,7 @@ TEST(TrainLoop, ResumeIsBitIdenticalOntoFreshObjects) {
   EXPECT_EQ(b.trainer->state().step, 7);
   EXPECT_EQ(b.trainer->state().sampler_seed, 1u);
   b.fit(data);
-  std::vector<double> joined = a.losses;
-  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  const std::vector<double> joined = losses_of(a, b);
   ASSERT_EQ(joined.size(), straight.losses.size());
   for (size_t i = 0; i < joined.size(); ++i) EXPECT_EQ(joined[i], straight.losses[i]) << "step " << i + 1;
   auto p1 = straight.model->named_parameters(), p2 = b.model->named_parameters();
@@ -191,8 +197,7 @@ TEST(TrainLoop, InterruptFinishesTheStepAndSaves) {
   TrainingRun b(1, o);
   ASSERT_TRUE(b.trainer->resume().ok());
   b.fit(data);
-  std::vector<double> joined = a.losses;
-  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  const std::vector<double> joined = losses_of(a, b);
   EXPECT_EQ(joined, straight.losses);
 }
 
@@ -357,8 +362,7 @@ TEST(TrainLoop, BFloat16RunsResumeBitIdenticallyAndRecordTheirPrecision) {
   TrainingRun b(5, o);
   ASSERT_TRUE(b.trainer->resume().ok());
   b.fit(data);
-  std::vector<double> joined = a.losses;
-  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  const std::vector<double> joined = losses_of(a, b);
   EXPECT_EQ(joined, straight.losses);
   // Resuming the same checkpoint in float32 is allowed, and said.
   TrainerOptions other = o;
