@@ -324,6 +324,46 @@ TEST(BFloat16Gemm, PackedLayoutsAreRowMajorAndVnniPairs) {
       ASSERT_EQ(rows[r * 32 + kk], r < 2 && kk < K ? bfloat16::round_bits(B[kk * N + 1 + r]) : 0) << r << "," << kk;
 }
 
+TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {
+  if (static_cast<int>(k::best_cpu_path()) < static_cast<int>(k::CpuPath::kAvx512Bf16))
+    GTEST_SKIP() << "no AVX-512 with BF16 on this CPU: the AVX-512 packing cannot run here";
+  // Values whose rounding is delicate: ties both ways, subnormals, the largest finite, infinities,
+  // NaNs with payloads, signed zeros; then normal values.
+  const float special[] = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-7f, 0x1p-130f, -0x1.fffffep-127f,
+                           3.4028235e38f, -3.4028235e38f, INFINITY, -INFINITY, std::bit_cast<float>(0x7F800001u),
+                           std::bit_cast<float>(0xFFC12345u), std::bit_cast<float>(0x7FBFFFFFu), 1e-40f};
+  for (const auto& [stored_rows, stored_cols] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {16, 16}, {17, 33}, {40, 70}, {64, 31}}) {
+    std::vector<float> x = random_floats(stored_rows * stored_cols, 3 + stored_rows);
+    for (size_t i = 0; i < x.size(); i += 3) x[i] = special[(i / 3) % std::size(special)];
+    const std::vector<uint16_t> xb = to_bits(x);
+    for (int trans = 0; trans < 2; ++trans)
+      for (int is_bf16 = 0; is_bf16 < 2; ++is_bf16) {
+        // op(A) is rows x K: the stored matrix, or its transpose.
+        const int64_t M = trans ? stored_cols : stored_rows, K = trans ? stored_rows : stored_cols;
+        const k::Bf16Operand a{is_bf16 ? static_cast<const void*>(xb.data()) : x.data(), is_bf16 != 0, stored_cols, trans != 0};
+        for (const auto& [i0, rows] : {std::pair<int64_t, int64_t>{0, M}, {M / 3, M - M / 3}, {M - 1, 1}}) {
+          const size_t n = static_cast<size_t>((rows + k::kBf16RowStep) * k::bf16_padded_k(K));
+          std::vector<uint16_t> want(n, 0xABCD), got(n, 0xABCD);
+          k::pack_a_bf16_portable(a, i0, rows, K, want.data());
+          k::pack_a_avx512bf16(a, i0, rows, K, got.data());
+          ASSERT_EQ(got, want) << "stored " << stored_rows << "x" << stored_cols << " trans " << trans << " bf16 " << is_bf16
+                               << " rows " << i0 << "+" << rows;
+        }
+        if (trans) continue;
+        // The same matrix as a plain op(B) (K = stored rows, N = stored columns), pair rows packed
+        // in two ranges as the threads do.
+        const int64_t Kb = stored_rows, Nb = stored_cols, pairs = k::bf16_padded_k(Kb) / 2;
+        const size_t n = static_cast<size_t>((Nb + k::kBf16PanelCols - 1) / k::kBf16PanelCols * pairs * 2 * k::kBf16PanelCols);
+        std::vector<uint16_t> want(n, 0xABCD), got(n, 0xABCD);
+        for (const auto& [p0, p1] : {std::pair<int64_t, int64_t>{0, pairs / 2}, {pairs / 2, pairs}}) {
+          k::pack_b_pair_rows_bf16_portable(a, Nb, Kb, p0, p1, want.data());
+          k::pack_b_pair_rows_avx512bf16(a, Nb, Kb, p0, p1, got.data());
+        }
+        ASSERT_EQ(got, want) << "pair rows of " << stored_rows << "x" << stored_cols << " bf16 " << is_bf16;
+      }
+  }
+}
+
 TEST(BFloat16Gemm, ResultsDoNotDependOnTheThreadCount) {
   const int64_t M = 150, N = 130, K = 200;
   const std::vector<float> A = random_floats(M * K, 5), B = random_floats(K * N, 6);

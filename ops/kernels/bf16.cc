@@ -161,6 +161,11 @@ inline uint16_t operand_at(const Bf16Operand& x, int64_t r, int64_t c) {
 }  // namespace
 
 void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst) {
+  if (features().avx512) return pack_a_avx512bf16(a, i0, rows, K, dst);
+  pack_a_bf16_portable(a, i0, rows, K, dst);
+}
+
+void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst) {
   const int64_t Kp = bf16_padded_k(K);
   const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
   if (a.trans) {
@@ -235,6 +240,11 @@ void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K
 // Pair rows [p0, p1) of every panel of a non-transposed op(B) (B[k][j] at B + k * ld + j): row k
 // of B is read once, contiguously, and written into each panel's pair row.
 void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst) {
+  if (features().avx512) return pack_b_pair_rows_avx512bf16(b, N, K, p0, p1, dst);
+  pack_b_pair_rows_bf16_portable(b, N, K, p0, p1, dst);
+}
+
+void pack_b_pair_rows_bf16_portable(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst) {
   constexpr int64_t W = kBf16PanelCols;
   const int64_t panels = (N + W - 1) / W, panel_size = bf16_padded_k(K) * W;
   for (int64_t p = p0; p < p1; ++p) {

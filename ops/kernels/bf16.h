@@ -92,13 +92,20 @@ inline constexpr int64_t kBf16RowStep = 32;
 inline constexpr int64_t kBf16PanelCols = 32;
 inline int64_t bf16_padded_k(int64_t K) { return (K + kBf16KStep - 1) / kBf16KStep * kBf16KStep; }
 
-// Rows [i0, i0 + rows) of op(A), all K, into dst[rows_padded][Kp].
+// Rows [i0, i0 + rows) of op(A), all K, into dst[rows_padded][Kp]: pack_a_avx512bf16 where the CPU
+// has AVX-512 F/BW/VL (any CPU with the avx512_bf16 or amx path), else pack_a_bf16_portable; the
+// two write the same bits (tests compare them).
 void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst);
+void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst);
+void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst);
 // Columns [j0, j0 + cols) of op(B) (cols <= kBf16PanelCols), all K, into one panel of Kp * 32 values.
 void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst);
 
-// Pair rows [p0, p1) (k = 2p, 2p + 1) of every panel of a plain (not transposed) op(B) with N columns.
+// Pair rows [p0, p1) (k = 2p, 2p + 1) of every panel of a plain (not transposed) op(B) with N columns;
+// the AVX-512 version where the CPU has it, as for A.
 void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
+void pack_b_pair_rows_bf16_portable(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
+void pack_b_pair_rows_avx512bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
 
 // The micro-kernels over packed operands: C[rows, cols] (+)= A block rows x Kp times one B panel.
 // a: packed rows (row stride Kp), rows <= their kernel's row block; cols <= 32.

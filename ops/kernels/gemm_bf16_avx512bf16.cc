@@ -5,6 +5,7 @@
 // vdpbf16ps appear in any function that is not.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/kernels/bf16.h"
@@ -48,6 +49,118 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void tile_avx512
     }
     _mm512_mask_storeu_ps(c, m0, v0);
     _mm512_mask_storeu_ps(c + 16, m1, v1);
+  }
+}
+
+// Packing A (bf16.h's pack_a_bf16 calls this when the CPU has AVX-512 F/BW/VL): float32 rounded
+// to nearest even in integer arithmetic, bit for bit the portable rounding (NaN quieted, subnormals
+// kept; vcvtneps2bf16 would flush them), so every path packs the same bits.
+namespace {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i round_avx512bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);  // 16 bfloat16 values, one in each 32-bit lane's low half
+}
+
+// Row `kk` of the stored A (16 values from column i, `n` of them real) as 16 bfloat16 values in
+// the low halves of 32-bit lanes; zeros past n.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_row_avx512bf16(const Bf16Operand& a, int64_t kk,
+                                                                                        int64_t i, __mmask16 m) {
+  if (a.is_bf16)
+    return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(a.data) + kk * a.ld + i));
+  return round_avx512bf16(_mm512_maskz_loadu_ps(m, static_cast<const float*>(a.data) + kk * a.ld + i));
+}
+}  // namespace
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows,
+                                                                             int64_t K, uint16_t* dst) {
+  const int64_t Kp = bf16_padded_k(K);
+  const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
+  if (!a.trans) {
+    for (int64_t r = 0; r < rows; ++r) {
+      uint16_t* d = dst + r * Kp;
+      if (a.is_bf16) {
+        std::memcpy(d, static_cast<const uint16_t*>(a.data) + (i0 + r) * a.ld, static_cast<size_t>(K) * 2);
+      } else {
+        const float* s = static_cast<const float*>(a.data) + (i0 + r) * a.ld;
+        for (int64_t k = 0; k < K; k += 16) {
+          const __mmask16 m = K - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
+          _mm256_mask_storeu_epi16(d + k, m, _mm512_cvtepi32_epi16(round_avx512bf16(_mm512_maskz_loadu_ps(m, s + k))));
+        }
+      }
+      std::memset(d + K, 0, static_cast<size_t>(Kp - K) * 2);
+    }
+  } else {
+    // op(A)(i, k) = A[k][i]. Per 16 x 16 block (16 k, 16 rows of op(A)): each stored row k gives 16
+    // rounded values; rows k, k + 1 are joined into 32-bit (k, k + 1) pairs, one vector per k pair
+    // (8 of them, a lane per packed row); an 8 x 16 transpose of those 32-bit pairs (unpack 32, then
+    // 64 within 128-bit lanes) leaves packed row 4L + j's first 8 pairs in lane L of u[j] and the
+    // next 8 in lane L of u[4 + j]: two 16-byte stores a row.
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const int64_t rn = std::min<int64_t>(16, rows - r0);
+      const __mmask16 m = rn == 16 ? __mmask16(0xFFFF) : __mmask16((1u << rn) - 1);
+      for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        __m512i p[8];
+        for (int q = 0; q < 8; ++q) {
+          const int64_t k = k0 + 2 * q;
+          const __m512i lo = k < K ? load_row_avx512bf16(a, k, i0 + r0, m) : _mm512_setzero_si512();
+          const __m512i hi = k + 1 < K ? load_row_avx512bf16(a, k + 1, i0 + r0, m) : _mm512_setzero_si512();
+          p[q] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+        }
+        __m512i t[8], u[8];
+        for (int h = 0; h < 2; ++h) {  // pairs 0-3, then 4-7
+          t[4 * h + 0] = _mm512_unpacklo_epi32(p[4 * h + 0], p[4 * h + 1]);
+          t[4 * h + 1] = _mm512_unpackhi_epi32(p[4 * h + 0], p[4 * h + 1]);
+          t[4 * h + 2] = _mm512_unpacklo_epi32(p[4 * h + 2], p[4 * h + 3]);
+          t[4 * h + 3] = _mm512_unpackhi_epi32(p[4 * h + 2], p[4 * h + 3]);
+          u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);  // rows 4L:     pairs 4h..4h+3
+          u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);  // rows 4L + 1
+          u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);  // rows 4L + 2
+          u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);  // rows 4L + 3
+        }
+        alignas(64) uint32_t lanes[8][16];
+        for (int q = 0; q < 8; ++q) _mm512_store_si512(lanes[q], u[q]);
+        for (int64_t rr = 0; rr < rn; ++rr) {
+          const int64_t L = rr / 4, j = rr % 4;
+          uint16_t* d = dst + (r0 + rr) * Kp + k0;
+          std::memcpy(d, &lanes[j][4 * L], 16);
+          std::memcpy(d + 8, &lanes[4 + j][4 * L], 16);
+        }
+      }
+      for (int64_t rr = 0; rr < rn; ++rr) {
+        uint16_t* d = dst + (r0 + rr) * Kp;
+        const int64_t written = (K + 15) / 16 * 16;
+        std::memset(d + written, 0, static_cast<size_t>(Kp - written) * 2);
+      }
+    }
+  }
+  std::memset(dst + rows * Kp, 0, static_cast<size_t>((padded - rows) * Kp) * 2);
+}
+
+// Pair rows [p0, p1) of every panel of a plain op(B) (bf16.h's pack_b_pair_rows_bf16 calls this
+// when the CPU has AVX-512 F/BW/VL): for each panel, rows k and k + 1's 32 columns rounded and
+// joined into 32-bit (B[k][j], B[k + 1][j]) pairs, one 128-byte pair row.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_pair_rows_avx512bf16(const Bf16Operand& b, int64_t N,
+                                                                                       int64_t K, int64_t p0, int64_t p1,
+                                                                                       uint16_t* dst) {
+  constexpr int64_t W = kBf16PanelCols;
+  const int64_t panels = (N + W - 1) / W, panel_size = bf16_padded_k(K) * W;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t k = 2 * p;
+    for (int64_t q = 0; q < panels; ++q) {
+      uint16_t* d = dst + q * panel_size + p * 2 * W;
+      for (int h = 0; h < 2; ++h) {  // columns 16h .. 16h + 15 of the panel
+        const int64_t j = q * W + 16 * h, n = std::clamp<int64_t>(N - j, 0, 16);
+        const __mmask16 m = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+        const __m512i lo = k < K ? load_row_avx512bf16(b, k, j, m) : _mm512_setzero_si512();
+        const __m512i hi = k + 1 < K ? load_row_avx512bf16(b, k + 1, j, m) : _mm512_setzero_si512();
+        _mm512_storeu_si512(d + 32 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+    }
   }
 }
 
