@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/factory.h"
+#include "graph/node.h"
 #include "io/checksum.h"
 
 namespace tg {
@@ -144,15 +145,26 @@ std::string serialize_safetensors(const StateDict& tensors, const Metadata& meta
   return out;
 }
 
-Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::string& source) {
-  if (bytes.size() < 8)
-    return bad(source, fmt::format("the file has {} bytes, fewer than the 8-byte header length", bytes.size()));
-  uint64_t n;
-  std::memcpy(&n, bytes.data(), 8);
-  if (n > bytes.size() - 8)
-    return bad(source, fmt::format("header length {} exceeds the {} bytes after it (truncated file?)", n, bytes.size() - 8));
+namespace {
+
+// What a header says, checked: every tensor's entry (file order), the metadata (less our
+// checksums) and the checksums by name (empty when the file has none).
+struct Index {
+  std::vector<Entry> entries;
+  Metadata metadata;
+  std::map<std::string, std::string> sums;
+};
+
+// The 8-byte length against the file's size; the header's length n.
+Status check_length(uint64_t n, uint64_t file_size, const std::string& source) {
+  if (file_size < 8) return bad(source, fmt::format("the file has {} bytes, fewer than the 8-byte header length", file_size));
+  if (n > file_size - 8)
+    return bad(source, fmt::format("header length {} exceeds the {} bytes after it (truncated file?)", n, file_size - 8));
   if (n > kMaxHeader) return bad(source, fmt::format("header length {} exceeds the limit of {} bytes", n, kMaxHeader));
-  std::string_view text = bytes.substr(8, n);
+  return {};
+}
+
+Result<Index> parse_header(std::string_view text, uint64_t data_size, const std::string& source) {
   if (text.empty() || text.front() != '{') return bad(source, "the header does not start with '{'");
   if (json_depth(text, kMaxDepth) > kMaxDepth) return bad(source, "the header's JSON is nested too deeply");
 
@@ -179,9 +191,8 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::str
   if (header.is_discarded()) return bad(source, "the header is not valid JSON");
   if (!header.is_object()) return bad(source, "the header is not a JSON object");
 
-  const uint64_t data_size = bytes.size() - 8 - n;
-  SafetensorsFile out;
-  std::vector<Entry> entries;
+  Index out;
+  std::vector<Entry>& entries = out.entries;
   for (const std::string& name : top_keys) {
     const json& v = header.at(name);
     if (name == "__metadata__") {
@@ -243,7 +254,6 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::str
     return bad(source, fmt::format("the data section has {} bytes but the tensors cover {}", data_size, expect));
 
   // Our writers' per-tensor checksums, when the file has them (a file from elsewhere has none).
-  std::map<std::string, std::string> sums;
   if (auto it = out.metadata.find(kChecksumKey); it != out.metadata.end()) {
     const std::string what = fmt::format("metadata '{}'", kChecksumKey);
     json j = json_depth(it->second, 2) > 1 ? json() : json::parse(it->second, nullptr, /*allow_exceptions=*/false);
@@ -255,49 +265,78 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::str
       if (!hex) return bad(source, fmt::format("{}: the checksum of '{}' is {}, not 16 hex digits", what, s.key(), s.value().dump()));
       if (!seen.count(s.key()) || s.key() == "__metadata__")
         return bad(source, fmt::format("{} names '{}', which is not a tensor of the file", what, s.key()));
-      sums[s.key()] = s.value().get<std::string>();
+      out.sums[s.key()] = s.value().get<std::string>();
     }
     for (const Entry& e : entries)
-      if (!sums.count(e.name)) return bad(source, fmt::format("{} has no checksum for tensor '{}'", what, e.name));
+      if (!out.sums.count(e.name)) return bad(source, fmt::format("{} has no checksum for tensor '{}'", what, e.name));
     out.metadata.erase(it);
   }
+  return out;
+}
 
+// A tensor's stored bytes against its checksum (when the file has them), and a bool tensor's bytes.
+Status verify(const Index& index, const Entry& e, const char* src, const std::string& source) {
+  if (!index.sums.empty()) {
+    const std::string got = xxh64_hex(src, e.end - e.begin);
+    if (got != index.sums.at(e.name))
+      return io_error("{}: tensor '{}' fails its checksum (xxh64 {} recorded, {} read): the file is corrupt (a changed "
+                      "byte, or a partial copy)", source, e.name, index.sums.at(e.name), got);
+  }
+  if (std::string_view(e.type.name) == "BOOL")
+    for (uint64_t i = 0; i < e.end - e.begin; ++i)
+      if (static_cast<unsigned char>(src[i]) > 1)
+        return bad(source, fmt::format("bool tensor '{}' holds byte {} (expected 0 or 1)", e.name,
+                                       static_cast<unsigned>(static_cast<unsigned char>(src[i]))));
+  return {};
+}
+
+// Whether the stored bytes are the tensor's own (no conversion: F32, F64, BF16, I64, BOOL).
+bool stored_as_is(const Entry& e) {
+  const std::string_view n = e.type.name;
+  return n != "F16" && n != "I32";
+}
+
+// Verified stored bytes into t (of e's shape and e.type.stored_as), converting F16 and I32.
+Status decode(const Index& index, const Entry& e, const char* src, Tensor& t, const std::string& source) {
+  TG_RETURN_IF_ERROR(verify(index, e, src, source));
+  const int64_t count = t.numel();
+  const std::string_view tn = e.type.name;
+  if (tn == "F16") {
+    float* dst = t.data<float>();
+    for (int64_t i = 0; i < count; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      dst[i] = half_to_float(h);
+    }
+  } else if (tn == "I32") {
+    int64_t* dst = t.data<int64_t>();
+    for (int64_t i = 0; i < count; ++i) {
+      int32_t x;
+      std::memcpy(&x, src + 4 * i, 4);
+      dst[i] = x;
+    }
+  } else if (count > 0 && static_cast<const void*>(src) != t.raw_data()) {
+    std::memcpy(t.raw_data(), src, e.end - e.begin);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::string& source) {
+  uint64_t n = 0;
+  if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
+  TG_RETURN_IF_ERROR(check_length(n, bytes.size(), source));
+  Result<Index> index = parse_header(bytes.substr(8, n), bytes.size() - 8 - n, source);
+  if (!index.ok()) return index.status();
+  SafetensorsFile out;
   const char* data = bytes.data() + 8 + n;
-  for (const Entry& e : entries) {
+  for (const Entry& e : index->entries) {
     Tensor t = empty(e.shape, e.type.stored_as);
-    const char* src = data + e.begin;
-    if (!sums.empty()) {
-      const std::string got = xxh64_hex(src, e.end - e.begin);
-      if (got != sums.at(e.name))
-        return io_error("{}: tensor '{}' fails its checksum (xxh64 {} recorded, {} read): the file is corrupt (a changed "
-                        "byte, or a partial copy)", source, e.name, sums.at(e.name), got);
-    }
-    const int64_t count = t.numel();
-    std::string tn = e.type.name;
-    if (tn == "F16") {
-      float* dst = t.data<float>();
-      for (int64_t i = 0; i < count; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = half_to_float(h);
-      }
-    } else if (tn == "I32") {
-      int64_t* dst = t.data<int64_t>();
-      for (int64_t i = 0; i < count; ++i) {
-        int32_t x;
-        std::memcpy(&x, src + 4 * i, 4);
-        dst[i] = x;
-      }
-    } else {
-      if (tn == "BOOL")
-        for (int64_t i = 0; i < count; ++i)
-          if (static_cast<unsigned char>(src[i]) > 1)
-            return bad(source, fmt::format("bool tensor '{}' holds byte {} (expected 0 or 1)", e.name,
-                                           static_cast<unsigned>(static_cast<unsigned char>(src[i]))));
-      if (count > 0) std::memcpy(t.raw_data(), src, e.end - e.begin);
-    }
+    TG_RETURN_IF_ERROR(decode(*index, e, data + e.begin, t, source));
     out.tensors.insert(e.name, t);
   }
+  out.metadata = std::move(index->metadata);
   return out;
 }
 
@@ -311,10 +350,122 @@ Status save_safetensors(const std::string& path, const StateDict& tensors, const
   return write_file_atomic(path, bytes);
 }
 
+// ---- Reading tensor by tensor ----------------------------------------------------------------
+
+struct SafetensorsReader::Impl {
+  std::string path;
+  int fd = -1;
+  uint64_t data_start = 0;
+  Index index;
+  std::vector<TensorInfo> infos;
+  std::map<std::string, size_t> by_name;
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+  }
+  // The stored bytes of e into dst (e.end - e.begin of them).
+  Status read_bytes(const Entry& e, char* dst) const {
+    uint64_t done = 0, want = e.end - e.begin;
+    while (done < want) {
+      const ssize_t got = ::pread(fd, dst + done, static_cast<size_t>(std::min<uint64_t>(want - done, 1ull << 30)),
+                                  static_cast<off_t>(data_start + e.begin + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return io_error("{}: read error in tensor '{}' ({})", path, e.name, std::strerror(errno));
+      if (got == 0)
+        return io_error("{}: the file ended inside tensor '{}' (was it changed while being read?)", path, e.name);
+      done += static_cast<uint64_t>(got);
+    }
+    return {};
+  }
+  const Entry* find(const std::string& name) const {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : &index.entries[it->second];
+  }
+};
+
+Result<SafetensorsReader> SafetensorsReader::open(const std::string& path) {
+  auto impl = std::make_shared<Impl>();
+  impl->path = path;
+  impl->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (impl->fd < 0) return io_error("{}: cannot open ({})", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(impl->fd, &st) != 0) return io_error("{}: cannot read ({})", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t n = 0;
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, 8)), '\0');
+  Entry whole{"(header)", {}, {}, 0, head.size()};
+  impl->data_start = 0;
+  TG_RETURN_IF_ERROR(impl->read_bytes(whole, head.data()));
+  if (head.size() == 8) std::memcpy(&n, head.data(), 8);
+  TG_RETURN_IF_ERROR(check_length(n, size, path));
+  std::string text(static_cast<size_t>(n), '\0');
+  Entry header{"(header)", {}, {}, 8, 8 + n};
+  TG_RETURN_IF_ERROR(impl->read_bytes(header, text.data()));
+  Result<Index> index = parse_header(text, size - 8 - n, path);
+  if (!index.ok()) return index.status();
+  impl->index = std::move(*index);
+  impl->data_start = 8 + n;
+  for (size_t i = 0; i < impl->index.entries.size(); ++i) {
+    const Entry& e = impl->index.entries[i];
+    impl->infos.push_back({e.name, e.type.name, e.shape, e.type.stored_as});
+    impl->by_name[e.name] = i;
+  }
+  SafetensorsReader r;
+  r.impl_ = std::move(impl);
+  return r;
+}
+
+const std::string& SafetensorsReader::path() const { return impl_->path; }
+const std::vector<SafetensorsReader::TensorInfo>& SafetensorsReader::tensors() const { return impl_->infos; }
+const Metadata& SafetensorsReader::metadata() const { return impl_->index.metadata; }
+const SafetensorsReader::TensorInfo* SafetensorsReader::find(const std::string& name) const {
+  auto it = impl_->by_name.find(name);
+  return it == impl_->by_name.end() ? nullptr : &impl_->infos[it->second];
+}
+
+Result<Tensor> SafetensorsReader::read(const std::string& name) const {
+  const Entry* e = impl_->find(name);
+  if (!e) return io_error("{}: no tensor '{}'", impl_->path, name);
+  Tensor t = empty(e->shape, e->type.stored_as);
+  if (stored_as_is(*e)) {  // straight into the tensor's storage
+    TG_RETURN_IF_ERROR(impl_->read_bytes(*e, static_cast<char*>(t.raw_data())));
+    TG_RETURN_IF_ERROR(decode(impl_->index, *e, static_cast<const char*>(t.raw_data()), t, impl_->path));
+    return t;
+  }
+  std::string bytes(static_cast<size_t>(e->end - e->begin), '\0');
+  TG_RETURN_IF_ERROR(impl_->read_bytes(*e, bytes.data()));
+  TG_RETURN_IF_ERROR(decode(impl_->index, *e, bytes.data(), t, impl_->path));
+  return t;
+}
+
+Status SafetensorsReader::read_into(const std::string& name, Tensor& dst) const {
+  const Entry* e = impl_->find(name);
+  if (!e) return io_error("{}: no tensor '{}'", impl_->path, name);
+  if (dst.shape() != e->shape)
+    return io_error("{}: tensor '{}' has shape {}, the destination {}", impl_->path, name, e->shape, dst.shape());
+  if (stored_as_is(*e) && dst.dtype() == e->type.stored_as) {
+    TG_RETURN_IF_ERROR(impl_->read_bytes(*e, static_cast<char*>(dst.raw_data())));
+    dst.impl().storage->bump_version();
+    return verify(impl_->index, *e, static_cast<const char*>(dst.raw_data()), impl_->path);
+  }
+  Result<Tensor> t = read(name);
+  if (!t.ok()) return t.status();
+  NoGradGuard ng;
+  dst.copy_(t->dtype() == dst.dtype() ? *t : t->to(dst.dtype()));
+  return {};
+}
+
 Result<SafetensorsFile> load_safetensors(const std::string& path) {
-  Result<std::string> bytes = read_file(path);
-  if (!bytes.ok()) return bytes.status();
-  return parse_safetensors(*bytes, path);
+  Result<SafetensorsReader> r = SafetensorsReader::open(path);
+  if (!r.ok()) return r.status();
+  SafetensorsFile out;
+  for (const auto& info : r->tensors()) {
+    Result<Tensor> t = r->read(info.name);
+    if (!t.ok()) return t.status();
+    out.tensors.insert(info.name, std::move(*t));
+  }
+  out.metadata = r->metadata();
+  return out;
 }
 
 

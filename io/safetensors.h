@@ -16,6 +16,7 @@
 // it returns. A file without the entry (from Hugging Face, PyTorch, ...) loads unverified.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,35 @@ struct SafetensorsFile {
 // int64); BF16 stays bfloat16 (a loader converts it to its parameters' dtype).
 Status save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
 Result<SafetensorsFile> load_safetensors(const std::string& path);
+// A file read tensor by tensor: open() reads and checks the header only (everything above but the
+// tensors' bytes); read() and read_into() read one tensor's bytes when asked, straight into the
+// destination's storage where no conversion is needed, and verify them (checksum, bool bytes).
+// Loading a model this way holds the model plus one tensor, never the whole file beside it
+// (load_pretrained and load_module do).
+class SafetensorsReader {
+ public:
+  struct TensorInfo {
+    std::string name;
+    std::string dtype;  // as stored: "F32", "BF16", "F16", ...
+    Shape shape;
+    DType loads_as;     // the tensor read() returns: F16 -> float32, I32 -> int64, others their own
+  };
+  static Result<SafetensorsReader> open(const std::string& path);
+  const std::string& path() const;
+  const std::vector<TensorInfo>& tensors() const;  // in file order
+  const TensorInfo* find(const std::string& name) const;  // nullptr when absent
+  const Metadata& metadata() const;                 // without our checksum entry
+  Result<Tensor> read(const std::string& name) const;
+  // Into an existing tensor of the same shape (a parameter), converting between float types.
+  // A checksum failure is found after the bytes are in dst (load_pretrained reads and checks each
+  // tensor once before, so that a refused load changes nothing).
+  Status read_into(const std::string& name, Tensor& dst) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
 // The same checks on bytes in memory; `source` names them in messages.
 Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::string& source = "<memory>");
 std::string serialize_safetensors(const StateDict& tensors, const Metadata& metadata = {});

@@ -171,14 +171,14 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
   const std::string config_path = dir + "/config.json", weights_path = dir + "/model.safetensors";
   Result<BertConfig> cfg = BertConfig::from_json(config_path);
   if (!cfg.ok()) return cfg.status();
-  Result<SafetensorsFile> file = load_safetensors(weights_path);
+  Result<SafetensorsReader> file = SafetensorsReader::open(weights_path);  // the header; values are read into the model
   if (!file.ok()) return file.status();
   // The configuration against the file's shapes before anything of the configuration's size is
   // built: every tensor the configuration implies must be in the file with that shape, so a
   // config.json that does not belong to these weights is named, never allocated.
   std::map<std::string, Shape> shapes;
   int64_t file_layers = 0;
-  for (const auto& [name, t] : file->tensors) {
+  for (const auto& [name, dtype, shape, loads_as] : file->tensors()) {
     std::string n = name.rfind("bert.", 0) == 0 ? name.substr(5) : name;
     if (n.rfind("encoder.layer.", 0) == 0) {
       int64_t i = -1;
@@ -186,7 +186,7 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
       const auto [end, ec] = std::from_chars(first, n.c_str() + n.size(), i);
       if (ec == std::errc() && end != first && i >= 0 && i < 1024) file_layers = std::max(file_layers, i + 1);
     }
-    shapes[std::move(n)] = t.shape();
+    shapes[std::move(n)] = shape;
   }
   const BertConfig& c = *cfg;
   const int64_t H = c.hidden, I = c.intermediate;
@@ -224,7 +224,7 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
   } catch (const std::bad_alloc&) {
     return io_error("{}: not enough memory for the model {} describes", weights_path, config_path);
   }
-  Result<LoadReport> r = tg::load_state_dict(*model, file->tensors, {.strict = true, .names = hugging_face_names(), .source = weights_path});
+  Result<LoadReport> r = tg::load_pretrained(*model, *file, {.strict = true, .names = hugging_face_names(), .source = weights_path});
   if (!r.ok()) return r.status();
   model->eval();
   return model;

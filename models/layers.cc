@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "graph/factory.h"
 #include "graph/node.h"
@@ -15,15 +16,20 @@ thread_local bool t_skip_init = false;
 SkipInitGuard::SkipInitGuard() : prev_(t_skip_init) { t_skip_init = true; }
 SkipInitGuard::~SkipInitGuard() { t_skip_init = prev_; }
 
+// Draws in float32 for a bfloat16 tensor (the generator makes float32 and float64), then rounds.
+static DType draw_dtype(const Tensor& t) { return t.dtype() == kBFloat16 ? kFloat32 : t.dtype(); }
+
 void uniform_(const Tensor& t, double low, double high) {
   if (t_skip_init) return;
   NoGradGuard ng;
-  t.detach().copy_(uniform(t.shape(), low, high, t.dtype()));
+  const Tensor v = uniform(t.shape(), low, high, draw_dtype(t));
+  t.detach().copy_(v.dtype() == t.dtype() ? v : v.to(t.dtype()));
 }
 void normal_(const Tensor& t, double mean, double stddev) {
   if (t_skip_init) return;
   NoGradGuard ng;
-  t.detach().copy_(normal(t.shape(), mean, stddev, t.dtype()));
+  const Tensor v = normal(t.shape(), mean, stddev, draw_dtype(t));
+  t.detach().copy_(v.dtype() == t.dtype() ? v : v.to(t.dtype()));
 }
 void zeros_(const Tensor& t) {
   NoGradGuard ng;
@@ -97,9 +103,9 @@ Embedding::Embedding(int64_t n, int64_t d, const EmbeddingOptions& opts)
            "padding_idx {} is out of range for {} embeddings (-1 for none)", padding_idx, n);
   weight = register_parameter("weight", empty({n, d}));
   normal_(weight, 0.0, opts.init_std);
-  if (padding_idx >= 0) {  // the padding row starts at zero (tensors are contiguous: row p is one span)
-    float* row = weight.data<float>() + padding_idx * d;
-    std::fill(row, row + d, 0.0f);
+  if (padding_idx >= 0) {  // the padding row starts at zero (contiguous: one span; zero bytes are 0 in every float type)
+    const size_t row = static_cast<size_t>(d) * dtype_size(weight.dtype());
+    std::memset(static_cast<char*>(weight.raw_data()) + static_cast<size_t>(padding_idx) * row, 0, row);
   }
 }
 

@@ -9,7 +9,7 @@
 
 namespace tg {
 
-// In-place initialisers (no gradient is recorded).
+// In-place initialisers (no gradient is recorded; a bfloat16 tensor gets float32 draws, rounded).
 //
 // While a SkipInitGuard lives on this thread, the random initialisers (uniform_, normal_ and those
 // built on them) leave tensors as they are and draw nothing: for a model whose every weight is

@@ -21,8 +21,12 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
   check_name(name, "parameter");
   TG_CHECK(t.defined(), "Module", "parameter '{}' is an undefined tensor", name);
   TG_CHECK(t.is_leaf(), "Module", "parameter '{}' must be a leaf tensor (detach it first)", name);
-  TG_CHECK(t.dtype() == kFloat32 || t.dtype() == kFloat64, "Module",
-           "parameter '{}' has dtype {} (expected float32 or float64)", name, t.dtype());
+  TG_CHECK(is_floating(t.dtype()), "Module", "parameter '{}' has dtype {} (expected float32, float64 or bfloat16)", name,
+           t.dtype());
+  if (const DType want = ParameterDTypeGuard::current(); want != t.dtype()) {
+    NoGradGuard ng;
+    t = t.detach().to(want);
+  }
   for (auto& [n, p] : params_) TG_CHECK(n != name, "Module", "parameter '{}' registered twice", name);
   t.set_requires_grad(true);
   params_.emplace_back(name, t);
@@ -139,11 +143,22 @@ static void convert_in_place(const Tensor& t, DType dtype) {
   impl.grad = nullptr;
 }
 
+namespace {
+thread_local DType t_parameter_dtype = kFloat32;
+}  // namespace
+
+ParameterDTypeGuard::ParameterDTypeGuard(DType dtype) : prev_(t_parameter_dtype) {
+  TG_CHECK(is_floating(dtype), "ParameterDTypeGuard", "dtype {} is not a float type", dtype);
+  t_parameter_dtype = dtype;
+}
+ParameterDTypeGuard::~ParameterDTypeGuard() { t_parameter_dtype = prev_; }
+DType ParameterDTypeGuard::current() { return t_parameter_dtype; }
+
 void Module::to(DType dtype) {
-  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "Module::to", "dtype {} is not a float type", dtype);
+  TG_CHECK(is_floating(dtype), "Module::to", "dtype {} is not a float type", dtype);
   for (auto& [n, p] : params_) convert_in_place(p, dtype);
   for (auto& [n, b] : buffers_)
-    if (b.dtype() == kFloat32 || b.dtype() == kFloat64) convert_in_place(b, dtype);
+    if (is_floating(b.dtype())) convert_in_place(b, dtype);
   for (auto& [n, c] : children_) c->to(dtype);
 }
 

@@ -60,8 +60,10 @@ class Module {
   void unfreeze() { freeze(false); }
   void freeze_parameter(const std::string& name, bool frozen = true);
 
-  // Moves every parameter and buffer to a dtype in place (the tensors keep their identity, so
-  // optimizers built before and tied weights stay valid). Used to run a model in float64.
+  // Moves every parameter and float buffer to a dtype in place (the tensors keep their identity,
+  // so optimizers built before and tied weights stay valid). float64 runs a model for gradchecks;
+  // bfloat16 stores weights in half the memory (ops that do not take bfloat16 refuse it by name;
+  // training keeps float32 weights under autocast, and optimizers refuse bfloat16 parameters).
   void to(DType dtype);
 
   // State dict: the parameters by name (the same tensors, sharing storage). load_state_dict
@@ -82,6 +84,22 @@ class Module {
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+// Parameters registered while a guard lives are stored in its dtype (float32 by default), as
+// torch.set_default_dtype around a model's construction: a model built under
+// ParameterDTypeGuard(kBFloat16) is never held whole in float32 (each parameter is converted as it
+// is registered), so a bfloat16 checkpoint loaded into it takes about the file's size. Per thread.
+class ParameterDTypeGuard {
+ public:
+  explicit ParameterDTypeGuard(DType dtype);
+  ~ParameterDTypeGuard();
+  ParameterDTypeGuard(const ParameterDTypeGuard&) = delete;
+  ParameterDTypeGuard& operator=(const ParameterDTypeGuard&) = delete;
+  static DType current();
+
+ private:
+  DType prev_;
 };
 
 // An indexed list of modules, named "0", "1", ... (as torch.nn.ModuleList).

@@ -1,5 +1,6 @@
 #include "models/module_io.h"
 
+#include <functional>
 #include <map>
 #include <regex>
 
@@ -15,14 +16,11 @@ Status save_module(const Module& module, const std::string& path, const Metadata
 }
 
 Result<Metadata> load_module(Module& module, const std::string& path, bool strict) {
-  Result<SafetensorsFile> f = load_safetensors(path);
-  if (!f.ok()) return f.status();
-  try {
-    module.load_state_dict(f->tensors, strict);
-  } catch (const Error& e) {
-    return io_error("{}: {}", path, e.what());
-  }
-  return f->metadata;
+  Result<SafetensorsReader> r = SafetensorsReader::open(path);
+  if (!r.ok()) return r.status();
+  Result<LoadReport> loaded = load_pretrained(module, *r, {.strict = strict, .names = {}, .source = path});
+  if (!loaded.ok()) return loaded.status();
+  return r->metadata();
 }
 
 namespace {
@@ -77,13 +75,35 @@ std::string listed(const std::vector<std::string>& names, const char* what) {
 
 }  // namespace
 
-Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const LoadOptions& o) {
+namespace {
+
+// Where a load's tensors come from: a state dict in memory, or a safetensors file read tensor by
+// tensor. Names, shapes and dtypes are known up front; values are read when copied.
+struct Source {
+  struct Item {
+    std::string name;
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Item> items;
+  std::function<Result<Tensor>(size_t)> value;        // item i's tensor
+  std::function<Status(size_t, Tensor&)> read_into;   // item i into a parameter of its shape
+};
+
+Result<LoadReport> load_from(Module& module, const Source& src, const LoadOptions& o) {
   Result<CompiledMapping> rules = compile(o.names);
   if (!rules.ok()) return rules.status();
   LoadReport report;
-  std::map<std::string, std::pair<std::string, Tensor>> mapped;  // module name -> (checkpoint name, tensor)
+  struct Mapped {
+    std::string name;  // the checkpoint's
+    size_t item;
+    bool transposed;
+    Shape shape;       // after the transpose
+  };
+  std::map<std::string, Mapped> mapped;  // module name -> where its values are
   std::vector<std::string> problems;
-  for (const auto& [name, t] : sd) {
+  for (size_t i = 0; i < src.items.size(); ++i) {
+    const auto& [name, shape, dtype] = src.items[i];
     if (any_match(rules->ignore, name)) {
       report.ignored.push_back(name);
       continue;
@@ -96,20 +116,27 @@ Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const Lo
       }
     n = o.names.add_prefix + n;
     for (const auto& [re, to] : rules->renames) n = std::regex_replace(n, re, to);
-    Tensor v = t;
+    Mapped m{name, i, false, shape};
     if (any_match(rules->transpose, n)) {
-      if (t.dim() != 2) {
-        problems.push_back(fmt::format("'{}' is to be transposed but has shape {}", name, t.shape()));
+      if (shape.size() != 2) {
+        problems.push_back(fmt::format("'{}' is to be transposed but has shape {}", name, shape));
         continue;
       }
-      v = t.transpose(0, 1).contiguous();
+      m.transposed = true;
+      m.shape = {shape[1], shape[0]};
     }
     if (auto it = mapped.find(n); it != mapped.end()) {
-      problems.push_back(fmt::format("'{}' and '{}' both map to '{}'", it->second.first, name, n));
+      problems.push_back(fmt::format("'{}' and '{}' both map to '{}'", it->second.name, name, n));
       continue;
     }
-    mapped.emplace(n, std::pair{name, v});
+    mapped.emplace(n, std::move(m));
   }
+  auto non_finite = [](const std::string& name, const Tensor& t) -> std::string {
+    const int64_t bad = first_non_finite(t);
+    if (bad < 0) return "";
+    return fmt::format("'{}' holds {} at flat index {} (of shape {}): non-finite weights are refused", name,
+                       non_finite_name(t, bad), bad, t.shape());
+  };
   const NamedTensors mine = module.named_parameters();
   std::map<std::string, bool> known;
   std::vector<std::string> shapes;
@@ -120,19 +147,24 @@ Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const Lo
       report.missing.push_back(n);
       continue;
     }
-    const Tensor& src = it->second.second;
-    if (!is_floating(src.dtype()))
-      problems.push_back(fmt::format("'{}' is {} (expected a float type)", it->second.first, src.dtype()));
-    else if (src.shape() != p.shape())
-      shapes.push_back(fmt::format("{}: checkpoint {}, model {}", n, src.shape(), p.shape()));
-    else if (const int64_t bad = first_non_finite(src); bad >= 0)
-      problems.push_back(fmt::format("'{}' holds {} at flat index {} (of shape {}): non-finite weights are refused",
-                                     it->second.first, non_finite_name(src, bad), bad, src.shape()));
-    else
-      report.loaded.push_back(n);
+    const Mapped& m = it->second;
+    const DType dt = src.items[m.item].dtype;
+    if (!is_floating(dt)) {
+      problems.push_back(fmt::format("'{}' is {} (expected a float type)", m.name, dt));
+    } else if (m.shape != p.shape()) {
+      shapes.push_back(fmt::format("{}: checkpoint {}, model {}", n, m.shape, p.shape()));
+    } else {
+      // The values checked before anything is copied (a file's tensor is read here, verified
+      // against its checksum and dropped; read again below straight into the parameter), so a
+      // refused load leaves the module as it was, and memory holds one tensor beside the model.
+      Result<Tensor> v = src.value(m.item);
+      if (!v.ok()) return v.status();
+      if (std::string bad = non_finite(m.name, *v); !bad.empty()) problems.push_back(std::move(bad));
+      else report.loaded.push_back(n);
+    }
   }
   for (const auto& [n, entry] : mapped)
-    if (!known.count(n)) report.unexpected.push_back(entry.first);
+    if (!known.count(n)) report.unexpected.push_back(entry.name);
   std::vector<std::string> parts;
   if (o.strict && !report.missing.empty()) parts.push_back(listed(report.missing, "missing"));
   if (o.strict && !report.unexpected.empty()) parts.push_back(listed(report.unexpected, "unexpected"));
@@ -140,23 +172,63 @@ Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const Lo
   for (auto& p : problems) parts.push_back(std::move(p));
   if (!parts.empty())
     return io_error("{}: does not match {}: {}", o.source, module.type_name(), fmt::join(parts, "; "));
+  // Everything is checked; now the values, one at a time (a file's bytes go straight into the
+  // parameter where no conversion is needed, verified against their checksum again).
   NoGradGuard ng;
   for (auto [n, p] : mine) {
     auto it = mapped.find(n);
     if (it == mapped.end()) continue;
-    const Tensor& src = it->second.second;
-    if (src.same(p)) continue;
-    p.copy_(src.dtype() == p.dtype() ? src : src.to(p.dtype()));
+    const Mapped& m = it->second;
+    if (m.transposed) {
+      Result<Tensor> v = src.value(m.item);
+      if (!v.ok()) return v.status();
+      const Tensor t = v->transpose(0, 1).contiguous();
+      p.copy_(t.dtype() == p.dtype() ? t : t.to(p.dtype()));
+    } else {
+      TG_RETURN_IF_ERROR(src.read_into(m.item, p));
+    }
+    if (std::string bad = non_finite(m.name, p); !bad.empty())  // the file changed between the two reads
+      return io_error("{}: {} (the file changed while it was loaded; the model holds part of it)", o.source, bad);
   }
   return report;
 }
 
-Result<LoadReport> load_pretrained(Module& module, const std::string& path, const LoadOptions& options) {
-  Result<SafetensorsFile> f = load_safetensors(path);
-  if (!f.ok()) return f.status();
+Source source_of(const StateDict& sd) {
+  Source s;
+  for (const auto& [name, t] : sd) s.items.push_back({name, t.shape(), t.dtype()});
+  s.value = [&sd](size_t i) -> Result<Tensor> { return sd.items()[i].second; };
+  s.read_into = [&sd](size_t i, Tensor& dst) -> Status {
+    const Tensor& t = sd.items()[i].second;
+    if (!t.same(dst)) dst.copy_(t.dtype() == dst.dtype() ? t : t.to(dst.dtype()));
+    return {};
+  };
+  return s;
+}
+
+Source source_of(const SafetensorsReader& r) {
+  Source s;
+  for (const auto& info : r.tensors()) s.items.push_back({info.name, info.shape, info.loads_as});
+  s.value = [&r](size_t i) { return r.read(r.tensors()[i].name); };
+  s.read_into = [&r](size_t i, Tensor& dst) { return r.read_into(r.tensors()[i].name, dst); };
+  return s;
+}
+
+}  // namespace
+
+Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const LoadOptions& o) {
+  return load_from(module, source_of(sd), o);
+}
+
+Result<LoadReport> load_pretrained(Module& module, const SafetensorsReader& file, const LoadOptions& options) {
   LoadOptions o = options;
-  o.source = path;
-  return load_state_dict(module, f->tensors, o);
+  o.source = file.path();
+  return load_from(module, source_of(file), o);
+}
+
+Result<LoadReport> load_pretrained(Module& module, const std::string& path, const LoadOptions& options) {
+  Result<SafetensorsReader> r = SafetensorsReader::open(path);
+  if (!r.ok()) return r.status();
+  return load_pretrained(module, *r, options);
 }
 
 }  // namespace tg

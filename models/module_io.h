@@ -48,7 +48,10 @@ struct LoadReport {
 // missing (a, b); 1 unexpected (c); shape mismatch for x: checkpoint [2, 3], model [3, 2]".
 // Checkpoint tensors may be float16/bfloat16/float32/float64 (converted to the parameter's dtype).
 Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const LoadOptions& options = {});
-// The same from a safetensors file.
+// The same from a safetensors file, read tensor by tensor: every tensor is first read, verified
+// (checksum, finite values) and dropped, then read again straight into its parameter. Memory: the
+// model plus one tensor (never the whole file beside it); a refused load changes nothing.
 Result<LoadReport> load_pretrained(Module& module, const std::string& path, const LoadOptions& options = {});
+Result<LoadReport> load_pretrained(Module& module, const SafetensorsReader& file, const LoadOptions& options = {});
 
 }  // namespace tg

@@ -25,8 +25,10 @@ Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)
   TG_CHECK(lr >= 0, "Optimizer", "learning rate must be >= 0, got {}", lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [n, p] = params_[i];
-    TG_CHECK(p.defined() && p.is_leaf() && (p.dtype() == kFloat32 || p.dtype() == kFloat64), "Optimizer",
-             "parameter '{}' must be a float leaf tensor", n);
+    TG_CHECK(p.defined() && p.is_leaf(), "Optimizer", "parameter '{}' must be a leaf tensor", n);
+    TG_CHECK(p.dtype() == kFloat32 || p.dtype() == kFloat64, "Optimizer",
+             "parameter '{}' is {}: optimizers update float32 or float64 weights (for bfloat16 speed, train float32 "
+             "weights under autocast)", n, p.dtype());
     for (size_t j = 0; j < i; ++j)
       TG_CHECK(!params_[j].second.same(p) && params_[j].first != n, "Optimizer",
                "parameter '{}' is listed twice (as '{}'): it would be updated twice per step", n, params_[j].first);

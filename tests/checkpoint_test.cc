@@ -137,7 +137,7 @@ TEST(Safetensors, CorruptFilesAreRejectedWithAMessage) {
   ASSERT_TRUE(tg::save_module(other, path).ok());
   auto mismatch = tg::load_module(lin, path);
   ASSERT_FALSE(mismatch.ok());
-  EXPECT_NE(std::string(mismatch.status().message()).find("shape mismatch for 'weight'"), std::string::npos)
+  EXPECT_NE(std::string(mismatch.status().message()).find("shape mismatch for weight: checkpoint [2, 4], model [2, 3]"), std::string::npos)
       << mismatch.status().message();
   std::remove(path.c_str());
 }
@@ -240,6 +240,124 @@ TEST(Safetensors, NonFiniteWeightsAreRefusedByName) {
   EXPECT_EQ(tg::first_non_finite(b), 1);
   EXPECT_EQ(tg::non_finite_name(b, 1), "NaN");
   EXPECT_EQ(tg::first_non_finite(tg::randint(0, 5, {4})), -1) << "not a float type";
+  std::remove(path.c_str());
+}
+
+// The reader: the header alone at open(), each tensor's bytes when asked, with the same checks.
+TEST(Safetensors, ReaderReadsTensorByTensor) {
+  tg::manual_seed(8);
+  tg::StateDict sd;
+  sd.insert("w", tg::randn({3, 4}));
+  sd.insert("h", tg::randn({5}).to(tg::kBFloat16));
+  sd.insert("n", tg::randint(0, 9, {2}));
+  const std::string path = temp_path("reader.safetensors");
+  ASSERT_TRUE(tg::save_safetensors(path, sd, {{"note", "x"}}).ok());
+  auto r = tg::SafetensorsReader::open(path);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metadata(), (tg::Metadata{{"note", "x"}}));
+  ASSERT_EQ(r->tensors().size(), 3u);
+  EXPECT_EQ(r->tensors()[1].name, "h");
+  EXPECT_EQ(r->tensors()[1].dtype, "BF16");
+  EXPECT_EQ(r->tensors()[1].shape, (Shape{5}));
+  EXPECT_EQ(r->tensors()[1].loads_as, tg::kBFloat16);
+  EXPECT_EQ(r->find("nope"), nullptr);
+  for (const auto& [name, t] : sd) {
+    tg::Tensor back = r->read(name).value();
+    ASSERT_EQ(back.dtype(), t.dtype()) << name;
+    EXPECT_EQ(std::memcmp(back.raw_data(), t.raw_data(), t.numel() * tg::dtype_size(t.dtype())), 0) << name;
+  }
+  // Into existing tensors: the same dtype read in place, another float type converted (rounded to
+  // nearest even into bfloat16, exactly widened out of it).
+  tg::Tensor w = tg::zeros({3, 4}), wb = tg::zeros({3, 4}, tg::kBFloat16), h = tg::zeros({5});
+  ASSERT_TRUE(r->read_into("w", w).ok());
+  EXPECT_EQ(w.to_vector<float>(), sd.at("w").to_vector<float>());
+  ASSERT_TRUE(r->read_into("w", wb).ok());
+  EXPECT_EQ(wb.to_vector<float>(), sd.at("w").to(tg::kBFloat16).to_vector<float>());
+  ASSERT_TRUE(r->read_into("h", h).ok());
+  EXPECT_EQ(h.to_vector<float>(), sd.at("h").to_vector<float>());
+  auto wrong = r->read_into("w", h);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("tensor 'w' has shape [3, 4], the destination [5]"), std::string::npos)
+      << wrong.message();
+  EXPECT_NE(r->read("nope").status().message().find(path + ": no tensor 'nope'"), std::string::npos);
+  // A byte changed after open() is found when its tensor is read; a file cut short after open()
+  // is named as such.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  auto changed = r->read("n");
+  ASSERT_FALSE(changed.ok());
+  EXPECT_NE(changed.status().message().find("tensor 'n' fails its checksum"), std::string::npos) << changed.status().message();
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);
+  auto cut = r->read("n");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find("the file ended inside tensor 'n'"), std::string::npos) << cut.status().message();
+  // Opening checks the header against the file: the shortened file is refused at once.
+  auto reopened = tg::SafetensorsReader::open(path);
+  ASSERT_FALSE(reopened.ok());
+  EXPECT_NE(reopened.status().message().find("outside the 64-byte data section"), std::string::npos) << reopened.status().message();
+  EXPECT_FALSE(tg::SafetensorsReader::open(temp_path("absent.safetensors")).ok());
+  EXPECT_NE(tg::SafetensorsReader::open("/tmp").status().message().find("not a regular file"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+// A bfloat16 model: built under ParameterDTypeGuard (never whole in float32), loaded from a file
+// tensor by tensor; a refused load (a flipped byte, a NaN) changes nothing.
+TEST(Safetensors, BFloat16ModelLoadsAFileInPlace) {
+  struct Net : tg::Module {
+    std::shared_ptr<tg::Embedding> emb = register_module("emb", std::make_shared<tg::Embedding>(7, 4));
+    std::shared_ptr<tg::LayerNorm> norm = register_module("norm", std::make_shared<tg::LayerNorm>(4));
+    std::shared_ptr<tg::Linear> out = register_module("out", std::make_shared<tg::Linear>(4, 3));
+  };
+  tg::manual_seed(9);
+  Net f32;
+  std::unique_ptr<Net> bf;
+  {
+    tg::ParameterDTypeGuard guard(tg::kBFloat16);
+    bf = std::make_unique<Net>();
+  }
+  for (const auto& [name, p] : bf->named_parameters()) EXPECT_EQ(p.dtype(), tg::kBFloat16) << name;
+  EXPECT_EQ(bf->norm->weight.to_vector<float>(), std::vector<float>(4, 1.0f)) << "ones stay ones";
+  EXPECT_EQ(tg::ParameterDTypeGuard::current(), tg::kFloat32) << "the guard is scoped";
+  Net other;
+  EXPECT_EQ(other.out->weight.dtype(), tg::kFloat32);
+  // A float32 file into the bfloat16 model: each value rounded to nearest even.
+  const std::string path = temp_path("bf16_model.safetensors");
+  ASSERT_TRUE(tg::save_module(f32, path).ok());
+  ASSERT_TRUE(tg::load_pretrained(*bf, path).ok());
+  for (const auto& [name, p] : bf->named_parameters())
+    EXPECT_EQ(p.to_vector<float>(), f32.state_dict().at(name).to(tg::kBFloat16).to_vector<float>()) << name;
+  // A bfloat16 file into it: the bytes themselves.
+  Net f32b;
+  f32b.to(tg::kBFloat16);
+  ASSERT_TRUE(tg::save_module(f32b, path).ok());
+  ASSERT_TRUE(tg::load_module(*bf, path).ok());
+  for (const auto& [name, p] : bf->named_parameters())
+    EXPECT_EQ(std::memcmp(p.raw_data(), f32b.state_dict().at(name).raw_data(), p.numel() * 2), 0) << name;
+  // Refused loads change nothing: a flipped byte in the last tensor, a NaN under a valid checksum.
+  const std::vector<float> before = bf->emb->weight.to_vector<float>();
+  std::string bytes = tg::read_file(path).value();
+  bytes[bytes.size() - 1] ^= 0x01;
+  ASSERT_TRUE(tg::write_file_atomic(path, bytes).ok());
+  auto flipped = tg::load_pretrained(*bf, path);
+  ASSERT_FALSE(flipped.ok());
+  EXPECT_NE(flipped.status().message().find("fails its checksum"), std::string::npos) << flipped.status().message();
+  EXPECT_EQ(bf->emb->weight.to_vector<float>(), before);
+  tg::StateDict nan_sd = f32b.state_dict();
+  tg::StateDict with_nan;
+  for (const auto& [name, t] : nan_sd) with_nan.insert(name, name == "out.bias" ? tg::full({3}, NAN, tg::kBFloat16) : t);
+  ASSERT_TRUE(tg::save_safetensors(path, with_nan).ok());  // a valid checksum over a NaN
+  auto nan = tg::load_pretrained(*bf, path);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.status().message().find("'out.bias' holds NaN at flat index 0"), std::string::npos) << nan.status().message();
+  EXPECT_EQ(bf->emb->weight.to_vector<float>(), before) << "checked before anything was copied";
+  // Module::to(bfloat16) and back keeps identity; an optimizer refuses bfloat16 parameters.
+  tg::Tensor handle = f32.out->weight;
+  f32.to(tg::kBFloat16);
+  EXPECT_EQ(handle.dtype(), tg::kBFloat16);
+  EXPECT_TRUE(throws_with([&] { tg::AdamW opt(f32.named_parameters(), {}); }, {"Optimizer", "bfloat16"}));
   std::remove(path.c_str());
 }
 
