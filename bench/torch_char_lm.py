@@ -87,6 +87,9 @@ def parse_args():
                     help="threads (0: leave torch's and the BLAS's defaults alone)")
     ap.add_argument("--attn", choices=("fused", "separate", "mha"), default="fused",
                     help="attention implementation (see above)")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16), as its docs say "
+                         "(float32 weights, optimizer and gradients), the peer of train_lm --precision bf16")
     ap.add_argument("--json", action="store_true", help="also print one JSON line with the results")
     args = ap.parse_args()
     L, H, D, T, B = args.layers, args.heads, args.width, args.context, args.batch
@@ -245,8 +248,9 @@ def evaluate(model, ids, context, batch, max_windows):
         starts = torch.tensor([j * available // n * context for j in range(i, min(n, i + batch))])
         w = windows(ids, starts, context)
         x, y = w[:, :-1], w[:, 1:]
-        logits = model(x)
-        total += F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1),
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=ARGS.precision == "bf16"):
+            logits = model(x)
+        total += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1),
                                  reduction="sum").item()
         count += y.numel()
     model.train(was)
@@ -284,7 +288,7 @@ def main():
 
     print(f"torch_char_lm: {a.text}, {len(data)} characters ({len(chars)} distinct), "
           f"{len(valid)} held out; {n_params} parameters; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, attention {a.attn}, "
+          f"{torch.get_num_threads()} threads, attention {a.attn}, precision {a.precision}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}", flush=True)
 
@@ -293,8 +297,9 @@ def main():
     for step in range(steps):
         w = windows(train, torch.randint(0, span, (B,), generator=gen), T)
         x, y = w[:, :-1], w[:, 1:]
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -326,7 +331,7 @@ def main():
             program="torch_char_lm", text=a.text, chars=len(data), vocab=len(chars),
             params=n_params, layers=L, heads=H, width=D, context=T, batch=B, steps=steps,
             lr=a.lr, warmup=a.warmup, dropout=a.dropout, weight_decay=a.weight_decay,
-            eval_windows=a.eval_windows, seed=a.seed, attn=a.attn,
+            eval_windows=a.eval_windows, seed=a.seed, attn=a.attn, precision=a.precision,
             threads=torch.get_num_threads(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
             openblas_num_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
             torch=torch.__version__, wall_s=wall_s, eval_s=eval_s, train_loss_smoothed=smooth,
