@@ -362,19 +362,22 @@ struct SafetensorsReader::Impl {
   ~Impl() {
     if (fd >= 0) ::close(fd);
   }
-  // The stored bytes of e into dst (e.end - e.begin of them).
-  Status read_bytes(const Entry& e, char* dst) const {
-    uint64_t done = 0, want = e.end - e.begin;
-    while (done < want) {
-      const ssize_t got = ::pread(fd, dst + done, static_cast<size_t>(std::min<uint64_t>(want - done, 1ull << 30)),
-                                  static_cast<off_t>(data_start + e.begin + done));
+  // `size` bytes from file offset `offset` into dst; `what` names them in messages.
+  Status read_at(uint64_t offset, uint64_t size, char* dst, std::string_view what) const {
+    uint64_t done = 0;
+    while (done < size) {
+      const ssize_t got = ::pread(fd, dst + done, static_cast<size_t>(std::min<uint64_t>(size - done, 1ull << 30)),
+                                  static_cast<off_t>(offset + done));
       if (got < 0 && errno == EINTR) continue;
-      if (got < 0) return io_error("{}: read error in tensor '{}' ({})", path, e.name, std::strerror(errno));
-      if (got == 0)
-        return io_error("{}: the file ended inside tensor '{}' (was it changed while being read?)", path, e.name);
+      if (got < 0) return io_error("{}: read error in {} ({})", path, what, std::strerror(errno));
+      if (got == 0) return io_error("{}: the file ended inside {} (was it changed while being read?)", path, what);
       done += static_cast<uint64_t>(got);
     }
     return {};
+  }
+  // The stored bytes of e into dst (e.end - e.begin of them).
+  Status read_bytes(const Entry& e, char* dst) const {
+    return read_at(data_start + e.begin, e.end - e.begin, dst, fmt::format("tensor '{}'", e.name));
   }
   const Entry* find(const std::string& name) const {
     auto it = by_name.find(name);
@@ -392,15 +395,10 @@ Result<SafetensorsReader> SafetensorsReader::open(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   uint64_t n = 0;
-  std::string head(static_cast<size_t>(std::min<uint64_t>(size, 8)), '\0');
-  Entry whole{"(header)", {}, {}, 0, head.size()};
-  impl->data_start = 0;
-  TG_RETURN_IF_ERROR(impl->read_bytes(whole, head.data()));
-  if (head.size() == 8) std::memcpy(&n, head.data(), 8);
+  if (size >= 8) TG_RETURN_IF_ERROR(impl->read_at(0, 8, reinterpret_cast<char*>(&n), "the header length"));
   TG_RETURN_IF_ERROR(check_length(n, size, path));
   std::string text(static_cast<size_t>(n), '\0');
-  Entry header{"(header)", {}, {}, 8, 8 + n};
-  TG_RETURN_IF_ERROR(impl->read_bytes(header, text.data()));
+  TG_RETURN_IF_ERROR(impl->read_at(8, n, text.data(), "the header"));
   Result<Index> index = parse_header(text, size - 8 - n, path);
   if (!index.ok()) return index.status();
   impl->index = std::move(*index);

@@ -571,6 +571,18 @@ TEST(RunFolder, ACorruptNewestCheckpointIsSetAsideAndTheOneBeforeItUsed) {
     bytes[bytes.size() - from_end] ^= 0x10;
     return bytes;
   };
+  // A fresh run resumed by --resume's rule: its status, what it said on stderr and the step it is at.
+  struct Resumed {
+    tg::Status status;
+    std::string said;
+    int64_t step;
+  };
+  auto resume_newest = [&o] {
+    TrainingRun b(1, o);
+    testing::internal::CaptureStderr();
+    tg::Status s = b.trainer->resume();
+    return Resumed{s, testing::internal::GetCapturedStderr(), b.trainer->state().step};
+  };
   // Named on purpose: refused, the file stays as it is.
   tg::write_file_atomic(c6, flipped(good6, 3)).or_throw();
   {
@@ -603,25 +615,19 @@ TEST(RunFolder, ACorruptNewestCheckpointIsSetAsideAndTheOneBeforeItUsed) {
     tg::StateDict edited;
     for (const auto& [n, t] : f.tensors) edited.insert(n, n == "model.fc1.weight" ? tg::full(t.shape(), NAN) : t);
     tg::save_safetensors(c6, edited, f.metadata).or_throw();
-    TrainingRun b(1, o);
-    testing::internal::CaptureStderr();
-    tg::Status s = b.trainer->resume();
-    const std::string said = testing::internal::GetCapturedStderr();
-    ASSERT_TRUE(s.ok()) << s.message();
-    EXPECT_EQ(b.trainer->state().step, 4);
-    EXPECT_NE(said.find("'model.fc1.weight' holds NaN at flat index 0"), std::string::npos) << said;
+    const Resumed r = resume_newest();
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_EQ(r.step, 4);
+    EXPECT_NE(r.said.find("'model.fc1.weight' holds NaN at flat index 0"), std::string::npos) << r.said;
     EXPECT_TRUE(fs::exists(c6 + ".corrupt"));
   }
   // Every checkpoint corrupt: nothing to resume from, said so.
   for (const auto& name : names_in(o.run_dir))
     if (tg::train::checkpoint_step(name) >= 0)
       tg::write_file_atomic(o.run_dir + "/" + name, flipped(slurp(o.run_dir + "/" + name), 1)).or_throw();
-  TrainingRun c(1, o);
-  testing::internal::CaptureStderr();
-  tg::Status s = c.trainer->resume();
-  testing::internal::GetCapturedStderr();
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("every checkpoint is corrupt"), std::string::npos) << s.message();
+  const Resumed none = resume_newest();
+  ASSERT_FALSE(none.status.ok());
+  EXPECT_NE(none.status.message().find("every checkpoint is corrupt"), std::string::npos) << none.status.message();
 }
 
 // The settings a resumed run cannot change are named, each with both values (whole values are
