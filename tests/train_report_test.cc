@@ -337,6 +337,29 @@ TEST(Report, PcaFindsTheKnownPrincipalAxis) {
   EXPECT_EQ(line[2].second, 0);
 }
 
+TEST(Report, AnswersLinkToAnchoredHeadings) {
+  Html html("t");
+  html.answers({{"Do W_Q, W_K and W_V matter?", "Yes: 99% vs 6% <recall>.", "exp 2", "experiment 2"},
+                {"Unlinked?", "No link.", ""}});
+  html.heading("2. Ablation", 2, "exp 2");
+  const std::string s = html.str();
+  EXPECT_NE(s.find("<dt>Do W_Q, W_K and W_V matter?</dt><dd>Yes: 99% vs 6% &lt;recall&gt;. <a href=\"#exp-2\">experiment 2</a></dd>"),
+            std::string::npos);
+  EXPECT_NE(s.find("<dd>No link.</dd>"), std::string::npos);
+  EXPECT_NE(s.find("<h2 id=\"exp-2\">2. Ablation</h2>"), std::string::npos);
+  html.heading("plain");
+  EXPECT_NE(html.str().find("<h2>plain</h2>"), std::string::npos);
+  // Written last, shown first: an opening placed at a position taken before the sections.
+  Html later("t");
+  later.paragraph("intro");
+  const size_t at = later.position();
+  later.heading("section");
+  later.answers({{"Q?", "A.", ""}}, at);
+  const std::string l = later.str();
+  EXPECT_LT(l.find("<p>intro</p>"), l.find("<dt>Q?</dt>"));
+  EXPECT_LT(l.find("<dt>Q?</dt>"), l.find("<h2>section</h2>"));
+}
+
 TEST(Report, TablesAlignNumbers) {
   Html html("t");
   html.table({"name", "loss"}, {{"a", "1.25"}, {"b", "12%"}});

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cctype>
 #include <cstdlib>
 #include <limits>
 #include <string_view>
@@ -246,9 +247,30 @@ std::string format_tick(double v) {
 
 Html::Html(std::string title) : title_(std::move(title)) {}
 
-void Html::heading(const std::string& text, int level) {
+namespace {
+std::string anchor_id(const std::string& a) {
+  std::string id = a;
+  for (char& c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
+  return id;
+}
+}  // namespace
+
+void Html::heading(const std::string& text, int level, const std::string& anchor) {
   level = std::clamp(level, 1, 4);
-  body_ += fmt::format("<h{0}>{1}</h{0}>\n", level, escape(text));
+  const std::string id = anchor.empty() ? "" : " id=\"" + anchor_id(anchor) + "\"";
+  body_ += fmt::format("<h{0}{1}>{2}</h{0}>\n", level, id, escape(text));
+}
+
+void Html::answers(const std::vector<Answer>& items, size_t at) {
+  std::string s = "<dl class=\"answers\">\n";
+  for (const Answer& a : items) {
+    s += "<dt>" + escape(a.question) + "</dt><dd>" + escape(a.answer);
+    if (!a.anchor.empty()) s += " <a href=\"#" + anchor_id(a.anchor) + "\">" + escape(a.link_text) + "</a>";
+    s += "</dd>\n";
+  }
+  s += "</dl>\n";
+  body_.insert(std::min(at, body_.size()), s);
 }
 
 void Html::paragraph(const std::string& text) { body_ += "<p>" + escape(text) + "</p>\n"; }
@@ -639,6 +661,7 @@ std::string Html::str() const {
          "td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}tr:nth-child(even) td{background:#fafafb}\n"
          "figure{margin:1em 0}svg{display:block}\n"
          "pre{background:#f4f5f7;padding:10px;border-radius:4px;white-space:pre-wrap;font-size:13px}\n"
+         "dl.answers dt{font-weight:bold;margin-top:.7em}dl.answers dd{margin:.2em 0 0 1.2em}\n"
          ".maps{display:flex;flex-wrap:wrap;gap:18px 30px;align-items:flex-start;overflow-x:auto}.break{flex-basis:100%;height:0}\n"
          "</style>\n</head><body>\n<h1>" +
          escape(title_) + "</h1>\n" + body_ + "</body></html>\n";

@@ -57,9 +57,20 @@ struct ChartOptions {
 class Html {
  public:
   explicit Html(std::string title);
-  void heading(const std::string& text, int level = 2);
+  // anchor (optional): the heading's id, so that a link ("#anchor") can point at it; letters,
+  // digits, '-' and '_' are kept, anything else becomes '-'.
+  void heading(const std::string& text, int level = 2, const std::string& anchor = "");
   void paragraph(const std::string& text);  // escaped
   void preformatted(const std::string& text);
+  // Questions, each with its short answer and a link to the section that backs it (a heading's
+  // anchor; empty: no link): the opening of a report that answers what its readers ask.
+  struct Answer {
+    std::string question{}, answer{}, anchor{}, link_text = "details";
+  };
+  // at: where in the document (a position() taken earlier; default: the end), so that an opening
+  // can be written once the sections it summarises have their numbers.
+  void answers(const std::vector<Answer>& items, size_t at = std::string::npos);
+  size_t position() const { return body_.size(); }
   // Cells that read as numbers are right-aligned, text left-aligned.
   void table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
   // Several series share the axes, each with its colour and legend entry; a series of few points

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "../translator.h"
 
@@ -19,7 +21,10 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("ding", &o.ding, "the default data (the Ding dictionary of Debian's trans-de-en)");
   f.add("out", &o.out, "folder for report.html and metrics.jsonl").not_empty();
   f.add("overwrite", &o.overwrite, "replace an earlier run in --out");
-  f.add("steps", &o.steps, "training steps of every model").range(1, 1000000);
+  f.add("steps", &o.steps, "training steps of every translator").range(1, 1000000);
+  f.add("seeds", &o.seeds, "seeds every comparison runs with (--seed, --seed + 1, ...)").range(1, 100);
+  f.add("recall_steps", &o.recall_steps, "training steps of experiment 2's card-lookup models").range(1, 1000000);
+  f.add("quick", &o.quick, "a smoke run of every experiment in about a minute (10 translator steps, 1 seed)");
   f.add("width", &o.width, "d_model of the small translators").range(1, 4096);
   f.add("heads", &o.heads, "attention heads").range(1, 256);
   f.add("batch", &o.batch, "sentence pairs per step").range(1, 100000);
@@ -35,6 +40,81 @@ void define_flags(tg::cli::Flags& f, Options& o) {
                                   : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads);
   });
   f.check([&o] { return o.src.empty() != o.tgt.empty() ? std::string("--src and --tgt go together") : std::string(); });
+}
+
+void apply_quick(const tg::cli::Flags& f, Options& o) {
+  if (!o.quick) return;
+  if (!f.given("steps")) o.steps = 10;
+  if (!f.given("seeds")) o.seeds = 1;
+}
+
+double Stat::mean() const {
+  return values.empty() ? 0 : std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+double Stat::spread() const {
+  if (values.size() < 2) return 0;
+  const double m = mean();
+  double ss = 0;
+  for (double v : values) ss += (v - m) * (v - m);
+  return std::sqrt(ss / static_cast<double>(values.size() - 1));
+}
+double Stat::lo() const { return values.empty() ? 0 : *std::min_element(values.begin(), values.end()); }
+double Stat::hi() const { return values.empty() ? 0 : *std::max_element(values.begin(), values.end()); }
+
+std::string show(const Stat& s, int digits, double scale) {
+  if (s.values.size() < 2) return fmt::format("{:.{}f}", s.mean() * scale, digits);
+  // No-break spaces: a table cell never wraps inside "80.1 ± 2.6".
+  return fmt::format("{:.{}f}\u00a0±\u00a0{:.{}f}", s.mean() * scale, digits, s.spread() * scale, digits);
+}
+
+bool separated(const Stat& a, const Stat& b) {
+  return a.values.size() >= 2 && b.values.size() >= 2 && (a.hi() < b.lo() || b.hi() < a.lo());
+}
+
+std::string verdict(const std::string& a_name, const Stat& a, const std::string& b_name, const Stat& b,
+                    const std::string& unit, const std::string& budget) {
+  const double gap = std::fabs(a.mean() - b.mean());
+  if (separated(a, b)) {
+    const bool a_better = a.mean() < b.mean();
+    return fmt::format("{} is better than {} by {:.3f} {}, and every seed of it beats every seed of the other: an effect "
+                       "larger than the seed-to-seed noise ({}).",
+                       a_better ? a_name : b_name, a_better ? b_name : a_name, gap, unit, budget);
+  }
+  if (a.values.size() < 2 || b.values.size() < 2)
+    return fmt::format("One seed each ({}): a gap of {:.3f} {} cannot be told from noise; --seeds 3 or more would tell.", budget,
+                       gap, unit);
+  return fmt::format("No measurable difference at this budget ({}): the gap of {:.3f} {} lies within the seeds' spread "
+                     "(± {:.3f} and ± {:.3f}). More --steps, and more --seeds for a smaller effect, would tell.",
+                     budget, gap, unit, a.spread(), b.spread());
+}
+
+Stat valid_losses(const std::vector<Run>& runs) {
+  Stat s;
+  for (const Run& r : runs) s.values.push_back(r.valid_loss);
+  return s;
+}
+
+Curve mean_curve(const std::vector<Run>& runs) {
+  Curve c;
+  if (runs.empty()) return c;
+  size_t n = runs[0].train_loss.size();
+  for (const Run& r : runs) n = std::min(n, r.train_loss.size());
+  for (size_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (const Run& r : runs) sum += r.train_loss[i].second;
+    c.emplace_back(runs[0].train_loss[i].first, sum / static_cast<double>(runs.size()));
+  }
+  return c;
+}
+
+std::vector<uint64_t> Context::seeds() const {
+  std::vector<uint64_t> s;
+  for (int64_t i = 0; i < opt.seeds; ++i) s.push_back(opt.seed + static_cast<uint64_t>(i));
+  return s;
+}
+
+std::string Context::budget() const {
+  return fmt::format("{} steps x {} seed{}", opt.steps, opt.seeds, opt.seeds == 1 ? "" : "s");
 }
 
 Context load(const Options& o) {
@@ -68,10 +148,9 @@ Context load(const Options& o) {
   return ctx;
 }
 
-std::unique_ptr<tg::Transformer> new_model(const Context& ctx, const Data& d) {
-  const Options& o = ctx.opt;
+std::unique_ptr<tg::Transformer> new_model(const Data& d, const Options& o, uint64_t seed) {
   const translator::Config cfg{.layers = 2, .width = o.width, .heads = o.heads, .ff = 4 * o.width, .max_len = 128};
-  tg::manual_seed(o.seed);
+  tg::manual_seed(seed);
   return std::make_unique<tg::Transformer>(cfg.model(d.src->size(), d.tgt->size()));
 }
 
@@ -87,12 +166,12 @@ tg::train::StepFn seq2seq_step(tg::Transformer& m, const std::vector<tg::text::E
 }
 }  // namespace
 
-Run train(Context& ctx, tg::Transformer& m, const Data& d, const std::string& name,
+Run train(Context& ctx, tg::Transformer& m, const Data& d, const std::string& name, uint64_t seed,
           const std::function<void(tg::train::Trainer&)>& hooks) {
   const Options& o = ctx.opt;
   tg::AdamW opt(m.named_parameters(), {.lr = 1e-3, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   // run_dir "": the small trainings write nothing; the program logs their curves itself below.
-  tg::train::Trainer trainer(m, opt, {.max_steps = o.steps, .seed = o.seed});
+  tg::train::Trainer trainer(m, opt, {.max_steps = o.steps, .seed = seed});
   trainer.set_schedule([](int64_t step) { return 1e-3 * std::min(1.0, static_cast<double>(step) / 50.0); });
   const auto valid_batches = tg::train::sequential_batches(static_cast<int64_t>(d.valid.size()), 64);
   const tg::train::StepFn valid_step = seq2seq_step(m, d.valid);
@@ -100,8 +179,8 @@ Run train(Context& ctx, tg::Transformer& m, const Data& d, const std::string& na
     return std::map<std::string, double>{{"valid_loss", trainer.evaluate_loss(valid_batches, valid_step)}};
   };
   if (hooks) hooks(trainer);
-  std::fprintf(stderr, "training '%s': %lld steps of %lld pairs\n", name.c_str(), static_cast<long long>(o.steps),
-               static_cast<long long>(o.batch));
+  std::fprintf(stderr, "training '%s' (seed %llu): %lld steps of %lld pairs\n", name.c_str(),
+               static_cast<unsigned long long>(seed), static_cast<long long>(o.steps), static_cast<long long>(o.batch));
   const tg::train::FitResult r =
       trainer.fit(tg::train::ShuffledSampler(static_cast<int64_t>(d.train.size()), o.batch), seq2seq_step(m, d.train), evaluate);
 
@@ -115,10 +194,22 @@ Run train(Context& ctx, tg::Transformer& m, const Data& d, const std::string& na
   } else {
     run.valid_loss = h.at("valid/valid_loss").back().second;
   }
+  const std::string key = fmt::format("{}/seed{}", name, seed);
   for (const auto& [step, loss] : run.train_loss)
-    ctx.metrics->log("train", static_cast<int64_t>(step), {{name, loss}}).or_throw();
-  ctx.metrics->log("valid", trainer.state().step, {{name, run.valid_loss}}).or_throw();
+    ctx.metrics->log("train", static_cast<int64_t>(step), {{key, loss}}).or_throw();
+  ctx.metrics->log("valid", trainer.state().step, {{key, run.valid_loss}}).or_throw();
   return run;
+}
+
+std::vector<Run> train_seeds(Context& ctx, const Data& d, const std::string& name,
+                             const std::function<void(tg::Transformer&)>& setup) {
+  std::vector<Run> runs;
+  for (uint64_t seed : ctx.seeds()) {
+    auto m = new_model(d, ctx.opt, seed);
+    if (setup) setup(*m);
+    runs.push_back(train(ctx, *m, d, name, seed));
+  }
+  return runs;
 }
 
 Tensor encoder_attention(tg::Transformer& m, const std::vector<int64_t>& ids) {
@@ -160,6 +251,26 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 
 void log_result(Context& ctx, const std::string& kind, const std::vector<std::pair<std::string, double>>& values) {
   ctx.metrics->log(kind, ctx.opt.steps, values).or_throw();
+}
+
+void write_summary(const Context& ctx) {
+  nlohmann::ordered_json j;
+  j["program"] = "explain_attention";
+  j["steps"] = ctx.opt.steps;
+  j["recall_steps"] = ctx.opt.recall_steps;
+  j["seeds"] = ctx.seeds();
+  j["precision"] = ctx.opt.precision;
+  j["spread"] = "sample standard deviation over the seeds (0 for one seed)";
+  nlohmann::ordered_json& ex = j["experiments"];
+  for (const auto& h : ctx.summary) {
+    ex[h.experiment].push_back({{"variant", h.variant},
+                                {"metric", h.metric},
+                                {"mean", h.stat.mean()},
+                                {"spread", h.stat.spread()},
+                                {"seeds", h.stat.values.size()},
+                                {"values", h.stat.values}});
+  }
+  tg::write_file_atomic(ctx.opt.out + "/summary.json", j.dump(2) + "\n").or_throw();
 }
 
 }  // namespace explain

@@ -33,49 +33,72 @@ double top3_share(const Tensor& w, const Tensor& grad, int64_t rows, int64_t key
 }  // namespace
 
 void exp3_scaling(Context& ctx, tg::report::Html& html) {
-  TG_CHECK(ctx.learned, "explain_attention", "experiment 3 compares with experiment 1's model: run experiment 1 first");
-  html.heading("3. Why divide by sqrt(d_k)");
-  {
-    tg::manual_seed(ctx.opt.seed);
-    const int64_t dk = 64, T = 32, B = 8;
+  TG_CHECK(!ctx.learned_runs.empty(), "explain_attention", "experiment 3 compares with experiment 1's models: run experiment 1 first");
+  const int64_t dk = 64, T = 32, B = 8;
+  // [0]: scaled, [1]: unscaled; each measured on the random q, k, v of every seed.
+  Stat entropy[2], largest[2], grad[2], share[2];
+  for (uint64_t seed : ctx.seeds()) {
+    tg::manual_seed(seed);
     Tensor q = tg::randn({B, T, dk}, tg::kFloat64), k = tg::randn({B, T, dk}, tg::kFloat64), v = tg::randn({B, T, dk}, tg::kFloat64);
     Tensor g = tg::randn({B, T, dk}, tg::kFloat64);
-    std::vector<std::vector<std::string>> rows;
-    for (double scale : {1.0 / std::sqrt(static_cast<double>(dk)), 1.0}) {
+    for (int u = 0; u < 2; ++u) {
+      const double scale = u == 0 ? 1.0 / std::sqrt(static_cast<double>(dk)) : 1.0;
       // The same computation as scaled_dot_product_attention, with the scores kept as a leaf so
       // that the gradient reaching them through the softmax can be measured.
       Tensor scores = (tg::matmul(q, k, false, true) * scale).detach().requires_grad_();
       Tensor w = tg::softmax(scores, -1);
       (tg::matmul(w, v) * g).sum().backward();
       tg::NoGradGuard ng;
-      const double entropy = mean_entropy(w), largest = tg::mean(tg::amax(w, {-1})).item(), grad = norm(scores.grad());
-      const double share = top3_share(w, scores.grad(), B * T, T);
-      rows.push_back({scale == 1.0 ? "no scaling: softmax(QK^T)" : "softmax(QK^T / sqrt(64))", fmt::format("{:.3f}", entropy),
-                      fmt::format("{:.3f}", std::log(static_cast<double>(T))), fmt::format("{:.3f}", largest),
-                      fmt::format("{:.3e}", grad), fmt::format("{:.0f}%", 100 * share)});
-      const std::string which = scale == 1.0 ? "unscaled" : "scaled";
-      log_result(ctx, "exp3", {{which + "_entropy", entropy}, {which + "_largest_weight", largest},
-                               {which + "_score_grad_norm", grad}, {which + "_top3_share", share}});
+      entropy[u].values.push_back(mean_entropy(w));
+      largest[u].values.push_back(tg::mean(tg::amax(w, {-1})).item());
+      grad[u].values.push_back(norm(scores.grad()));
+      share[u].values.push_back(top3_share(w, scores.grad(), B * T, T));
     }
-    html.paragraph("Random q, k and v with unit-variance entries, d_k = 64, 32 keys: q.k has variance 64, so without the "
-                   "scaling the scores spread 8 times wider and the softmax starts almost one-hot. The table shows what that "
-                   "does: the row entropy collapses, and the gradient reaching the scores concentrates on the few keys a query "
-                   "already picked (see the last column), so the other keys get almost no signal to become relevant; the "
-                   "gradient's total size barely changes. The training curves below compare the two in a real model.");
-    html.table({"attention", "mean row entropy (nats)", "uniform would be", "mean largest weight", "||dL/dscores||",
-                "share of |dL/dscores| on the 3 heaviest keys"},
-               rows);
   }
-  auto unscaled = new_model(ctx, ctx.de_en);
-  set_attention_scale(*unscaled, 1.0);
-  const Run un = train(ctx, *unscaled, ctx.de_en, "unscaled");
-  html.line_chart("training loss, with and without 1/sqrt(d_k)",
-                  {{"softmax(QK^T/sqrt(d_k)) V", ctx.learned_run.train_loss}, {"softmax(QK^T) V", un.train_loss}},
+  std::vector<std::vector<std::string>> rows;
+  for (int u = 0; u < 2; ++u) {
+    rows.push_back({u == 1 ? "no scaling: softmax(QK^T)" : "softmax(QK^T / sqrt(64))", show(entropy[u], 3),
+                    fmt::format("{:.3f}", std::log(static_cast<double>(T))), show(largest[u], 3), show(grad[u], 1),
+                    show(share[u], 0, 100) + " %"});
+    const std::string which = u == 1 ? "unscaled" : "scaled";
+    log_result(ctx, "exp3", {{which + "_entropy", entropy[u].mean()}, {which + "_largest_weight", largest[u].mean()},
+                             {which + "_score_grad_norm", grad[u].mean()}, {which + "_top3_share", share[u].mean()}});
+    ctx.headline("exp3", "random_" + which, "row_entropy", entropy[u]);
+    ctx.headline("exp3", "random_" + which, "top3_gradient_share", share[u]);
+  }
+  const std::vector<Run> un = train_seeds(ctx, ctx.de_en, "unscaled", [](tg::Transformer& m) { set_attention_scale(m, 1.0); });
+  const Stat scaled_loss = valid_losses(ctx.learned_runs), unscaled_loss = valid_losses(un);
+  ctx.headline("exp3", "translation_scaled", "valid_loss", scaled_loss);
+  ctx.headline("exp3", "translation_unscaled", "valid_loss", unscaled_loss);
+  const std::string trained = verdict("with 1/sqrt(d_k)", scaled_loss, "without", unscaled_loss, "nats", ctx.budget());
+  ctx.answers.push_back(
+      {"Why divide by sqrt(d_k)?",
+       fmt::format("q·k of d_k = 64 unit-variance entries has variance 64: unscaled, the softmax starts almost one-hot (row "
+                   "entropy {} nats against {} scaled; uniform is {:.2f}) and {} of the gradient reaching the scores lands on "
+                   "the three keys already picked ({} scaled), so the others hardly learn. In the translator: {}",
+                   show(entropy[1], 2), show(entropy[0], 2), std::log(static_cast<double>(T)), show(share[1], 0, 100) + " %",
+                   show(share[0], 0, 100) + " %", trained),
+       "exp3", "experiment 3"});
+
+  html.heading("3. Why divide by sqrt(d_k)", 2, "exp3");
+  html.paragraph(fmt::format(
+      "Random q, k and v with unit-variance entries, d_k = 64, 32 keys, drawn once per seed ({} seed{}): q.k has variance 64, "
+      "so without the scaling the scores spread 8 times wider and the softmax starts almost one-hot. The table shows what "
+      "that does: the row entropy collapses, and the gradient reaching the scores concentrates on the few keys a query "
+      "already picked (see the last column), so the other keys get almost no signal to become relevant; the gradient's "
+      "total size barely changes. The training curves below compare the two in a real model.",
+      ctx.opt.seeds, ctx.opt.seeds == 1 ? "" : "s"));
+  html.table({"attention", "mean row entropy (nats)", "uniform would be", "mean largest weight", "||dL/dscores||",
+              "share of |dL/dscores| on the 3 heaviest keys"},
+             rows);
+  html.line_chart("training loss, with and without 1/sqrt(d_k) (mean over the seeds)",
+                  {{"softmax(QK^T/sqrt(d_k)) V", mean_curve(ctx.learned_runs)}, {"softmax(QK^T) V", mean_curve(un)}},
                   {.x_label = "step", .y_label = "nats/token"});
-  html.paragraph(fmt::format("Validation loss after {} steps: {:.4f} with the scaling, {:.4f} without (d_k = {}).", ctx.opt.steps,
-                             ctx.learned_run.valid_loss, un.valid_loss, ctx.opt.width / ctx.opt.heads));
-  log_result(ctx, "exp3", {{"scaled_valid_loss", ctx.learned_run.valid_loss}, {"unscaled_valid_loss", un.valid_loss}});
-  std::printf("experiment 3: validation loss with 1/sqrt(d_k) %.4f, without %.4f\n", ctx.learned_run.valid_loss, un.valid_loss);
+  html.paragraph(fmt::format("Validation loss: {} with the scaling, {} without (d_k = {}). ", show(scaled_loss), show(unscaled_loss),
+                             ctx.opt.width / ctx.opt.heads) +
+                 trained);
+  log_result(ctx, "exp3", {{"scaled_valid_loss", scaled_loss.mean()}, {"unscaled_valid_loss", unscaled_loss.mean()}});
+  std::printf("experiment 3: validation loss with 1/sqrt(d_k) %s, without %s\n", show(scaled_loss).c_str(), show(unscaled_loss).c_str());
 }
 
 }  // namespace explain

@@ -61,11 +61,12 @@ std::unique_ptr<tg::Word2Vec> train_word2vec(const Context& ctx) {
 void exp4_contextual(Context& ctx, tg::report::Html& html) {
   const int64_t width = ctx.opt.width;
   ctx.w2v = train_word2vec(ctx);
-  ctx.en_de_model = new_model(ctx, ctx.en_de);
-  ctx.en_de_run = train(ctx, *ctx.en_de_model, ctx.en_de, "en_de");
+  for (uint64_t seed : ctx.seeds()) {
+    ctx.en_de_models.push_back(new_model(ctx.en_de, ctx.opt, seed));
+    ctx.en_de_runs.push_back(train(ctx, *ctx.en_de_models.back(), ctx.en_de, "en_de", seed));
+  }
   const tg::Word2Vec& w2v = *ctx.w2v;
   const tg::text::Tokenizer& english = *ctx.english;
-  tg::Transformer& en_de = *ctx.en_de_model;
 
   const std::vector<float> table = w2v.vectors().to_vector<float>();
   auto static_vec = [&](const std::string& w) {
@@ -73,7 +74,7 @@ void exp4_contextual(Context& ctx, tg::report::Html& html) {
     return std::vector<float>(table.begin() + id * width, table.begin() + (id + 1) * width);
   };
   // The encoder's output vector at the word's position in the sentence.
-  auto contextual = [&](const std::string& sentence, const std::string& w) {
+  auto contextual = [&](tg::Transformer& en_de, const std::string& sentence, const std::string& w) {
     const std::vector<std::string> toks = english.tokenize(sentence);
     auto it = std::find(toks.begin(), toks.end(), w);
     if (it == toks.end()) throw tg::Error(fmt::format("experiment 4: '{}' is not a token of \"{}\"", w, sentence));
@@ -86,53 +87,78 @@ void exp4_contextual(Context& ctx, tg::report::Html& html) {
     return std::vector<float>(h.begin() + pos * width, h.begin() + (pos + 1) * width);
   };
 
+  // Per seed's model: the mean cosine of same-sense and different-sense pairs, and how many words
+  // have their same-sense pair closer than both others; the table shows the first seed's model.
   std::vector<std::vector<std::string>> rows;
-  double same_sum = 0, diff_sum = 0;
-  int same_n = 0, diff_n = 0, separated = 0, words = 0;  // separated: the same-sense pair is closer than both others
+  Stat same, diff, separated_words;
+  int words = 0;
   std::string skipped;
-  for (const Ambiguous& a : kAmbiguous) {
-    if (english.id_of(a.word) == english.unk_id() || w2v.vocab().id(a.word) < 0) {
-      skipped += (skipped.empty() ? "" : ", ") + std::string(a.word);
-      continue;
+  for (auto& model : ctx.en_de_models) {
+    const bool first = rows.empty() && skipped.empty();
+    double same_sum = 0, diff_sum = 0;
+    int same_n = 0, diff_n = 0, separated = 0;
+    words = 0;
+    for (const Ambiguous& a : kAmbiguous) {
+      if (english.id_of(a.word) == english.unk_id() || w2v.vocab().id(a.word) < 0) {
+        if (first) skipped += (skipped.empty() ? "" : ", ") + std::string(a.word);
+        continue;
+      }
+      std::vector<float> c[3];
+      for (int i = 0; i < 3; ++i) c[i] = contextual(*model, a.sentences[i], a.word);
+      const double stat = cosine(static_vec(a.word), static_vec(a.word));
+      ++words;
+      separated += cosine(c[0], c[1]) > std::max(cosine(c[0], c[2]), cosine(c[1], c[2]));
+      for (auto [i, j] : {std::pair{0, 1}, std::pair{0, 2}, std::pair{1, 2}}) {
+        const bool is_same = j != 2;
+        const double cs = cosine(c[i], c[j]);
+        (is_same ? same_sum : diff_sum) += cs;
+        ++(is_same ? same_n : diff_n);
+        if (first)
+          rows.push_back({a.word, a.sentences[i], a.sentences[j], is_same ? "same" : "different", fmt::format("{:.3f}", stat),
+                          fmt::format("{:.3f}", cs)});
+      }
     }
-    std::vector<float> c[3];
-    for (int i = 0; i < 3; ++i) c[i] = contextual(a.sentences[i], a.word);
-    const double stat = cosine(static_vec(a.word), static_vec(a.word));
-    ++words;
-    separated += cosine(c[0], c[1]) > std::max(cosine(c[0], c[2]), cosine(c[1], c[2]));
-    for (auto [i, j] : {std::pair{0, 1}, std::pair{0, 2}, std::pair{1, 2}}) {
-      const bool same = j != 2;
-      const double cs = cosine(c[i], c[j]);
-      (same ? same_sum : diff_sum) += cs;
-      ++(same ? same_n : diff_n);
-      rows.push_back({a.word, a.sentences[i], a.sentences[j], same ? "same" : "different", fmt::format("{:.3f}", stat),
-                      fmt::format("{:.3f}", cs)});
-    }
+    same.values.push_back(same_n ? same_sum / same_n : 0);
+    diff.values.push_back(diff_n ? diff_sum / diff_n : 0);
+    separated_words.values.push_back(separated);
   }
-  const double same_mean = same_n ? same_sum / same_n : 0, diff_mean = diff_n ? diff_sum / diff_n : 0;
+  const Stat en_de_loss = valid_losses(ctx.en_de_runs);
+  ctx.headline("exp4", "translator_encoder", "same_sense_cosine", same);
+  ctx.headline("exp4", "translator_encoder", "different_sense_cosine", diff);
+  ctx.headline("exp4", "translator_encoder", "separated_words", separated_words);
+  const bool apart = same.mean() > diff.mean() && separated(same, diff);
 
-  html.heading("4. Static vs contextual embeddings");
+  html.heading("4. Static vs contextual embeddings", 2, "exp4");
   html.paragraph(fmt::format(
       "word2vec (skip-gram, {} dimensions, trained on the {} English training sentences{}) stores one vector per word: "
       "\"bank\" by a river and \"bank\" with money are the same point, cosine 1. A transformer encoder computes each word's "
       "vector from the whole sentence through attention, so the same word gets a different vector in every sentence. Below, "
-      "the encoder of an English->German model trained {} steps like the others (validation loss {:.3f}): cosine between "
-      "the encoder outputs at the word in two sentences. Mean over the pairs where the word has the same sense: {:.3f}; "
-      "where the senses differ: {:.3f}{} For {} of the {} words the same-sense pair is closer than both "
-      "different-sense pairs; the rest show that a small model after {} steps also mixes in other context (sentence "
-      "position, neighbouring words) — the vectors are contextual, not yet cleanly sense-separated.",
-      width, ctx.split.train.size(), ctx.opt.w2v_text.empty() ? "" : " and " + ctx.opt.w2v_text, ctx.opt.steps,
-      ctx.en_de_run.valid_loss, same_mean, diff_mean,
-      same_mean > diff_mean ? ": on average same-sense occurrences sit closer together."
-                            : ": on average the encoder does not yet separate the senses.",
-      separated, words, ctx.opt.steps));
+      "the encoder of an English->German model trained like the others ({}; validation loss {}): cosine between the "
+      "encoder outputs at the word in two sentences (the table: the first seed's model). Mean over the pairs where the word "
+      "has the same sense: {}; where the senses differ: {}{} Words whose same-sense pair is closer than both "
+      "different-sense pairs: {} of {}; the rest show that a small model after {} steps also mixes in other context "
+      "(sentence position, neighbouring words) — the vectors are contextual, not yet cleanly sense-separated.",
+      width, ctx.split.train.size(), ctx.opt.w2v_text.empty() ? "" : " and " + ctx.opt.w2v_text, ctx.budget(),
+      show(en_de_loss, 3), show(same, 3), show(diff, 3),
+      apart ? ": same-sense occurrences sit closer together, on every seed."
+            : ": at this budget the senses are not measurably apart (the seeds overlap).",
+      show(separated_words, 1), words, ctx.opt.steps));
   html.table({"word", "sentence A", "sentence B", "sense", "word2vec cosine", "encoder cosine"}, rows);
   if (!skipped.empty()) html.paragraph("Left out (not in the vocabulary of this data): " + skipped + ".");
-  log_result(ctx, "exp4", {{"same_sense_cosine", same_mean}, {"different_sense_cosine", diff_mean},
-                           {"separated_words", separated}, {"words", words}});
-  std::printf("experiment 4: encoder cosine same sense %.3f, different sense %.3f (%d of %d words separated)\n", same_mean,
-              diff_mean, separated, words);
-  exp4_minilm(ctx, html);
+  log_result(ctx, "exp4", {{"same_sense_cosine", same.mean()}, {"different_sense_cosine", diff.mean()},
+                           {"separated_words", separated_words.mean()}, {"words", words}});
+  std::printf("experiment 4: encoder cosine same sense %s, different sense %s (%s of %d words separated)\n", show(same, 3).c_str(),
+              show(diff, 3).c_str(), show(separated_words, 1).c_str(), words);
+  const std::string minilm = exp4_minilm(ctx, html);
+  ctx.answers.push_back(
+      {"How do contextual vectors differ from static ones?",
+       "word2vec stores one vector per word: \"bank\" by a river and at the bank are the same point (cosine 1). A transformer "
+       "computes a word's vector from its sentence through attention, so each use gets its own. " +
+           (minilm.empty() ? fmt::format("In the small translator's encoder, same-sense uses have cosine {} and different "
+                                         "senses {}{}.",
+                                         show(same, 3), show(diff, 3), apart ? "" : " (not measurably apart at this budget)")
+                           : minilm),
+       "exp4", "experiment 4"});
 }
 
 }  // namespace explain

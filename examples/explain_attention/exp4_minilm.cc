@@ -64,13 +64,13 @@ std::pair<int64_t, int64_t> find_word(const tg::text::Tokenizer& tok, const std:
 
 }  // namespace
 
-void exp4_minilm(Context& ctx, tg::report::Html& html) {
+std::string exp4_minilm(Context& ctx, tg::report::Html& html) {
   namespace fs = std::filesystem;
   html.heading("4b. The same with a pretrained encoder: all-MiniLM-L6-v2", 3);
   if (ctx.opt.model.empty() || !fs::exists(ctx.opt.model + "/model.safetensors")) {
     html.paragraph(fmt::format("Left out: no pretrained model in '{}' (./tg.sh models fetches all-MiniLM-L6-v2).", ctx.opt.model));
     std::fprintf(stderr, "experiment 4: no model in '%s' (./tg.sh models); its MiniLM part is left out\n", ctx.opt.model.c_str());
-    return;
+    return "";
   }
   auto enc = tg::text::SentenceEncoder::load(ctx.opt.model).value();
   tg::BertModel& bert = enc->model();
@@ -159,6 +159,16 @@ void exp4_minilm(Context& ctx, tg::report::Html& html) {
              word_rows);
   std::printf("experiment 4 (MiniLM): layer 0 same %.3f / different %.3f; layer %lld same %.3f / different %.3f; nearest same sense %.0f%%\n",
               within[0], across[0], static_cast<long long>(L), within.back(), across.back(), 100 * nearest.back());
+  // A pretrained model has no seed: one value each.
+  ctx.headline("exp4", "minilm_layer0", "same_sense_cosine", {{within[0]}});
+  ctx.headline("exp4", "minilm_layer0", "different_sense_cosine", {{across[0]}});
+  ctx.headline("exp4", fmt::format("minilm_layer{}", L), "same_sense_cosine", {{within.back()}});
+  ctx.headline("exp4", fmt::format("minilm_layer{}", L), "different_sense_cosine", {{across.back()}});
+  ctx.headline("exp4", fmt::format("minilm_layer{}", L), "nearest_same_sense", {{nearest.back()}});
+  return fmt::format("In all-MiniLM-L6-v2 the occurrences of an ambiguous word start alike (layer 0: cosine {:.3f} within a "
+                     "sense, {:.3f} across senses) and attention pulls the senses apart layer by layer (layer {}: {:.3f} "
+                     "against {:.3f}; {:.0f} % of occurrences have their nearest neighbour in the same sense, chance 40 %).",
+                     within[0], across[0], L, within.back(), across.back(), 100 * nearest.back());
 }
 
 }  // namespace explain

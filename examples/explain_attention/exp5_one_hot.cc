@@ -23,7 +23,15 @@ void exp5_one_hot(Context& ctx, tg::report::Html& html) {
   tg::NoGradGuard ng;
   const double out_diff = tg::amax(tg::abs(a - b)).item(), grad_diff = tg::amax(tg::abs(W1.grad() - W2.grad())).item();
 
-  html.heading("5. An embedding lookup is a one-hot vector times the table");
+  ctx.headline("exp5", "lookup_vs_one_hot", "output_difference", {{out_diff}});
+  ctx.headline("exp5", "lookup_vs_one_hot", "gradient_difference", {{grad_diff}});
+  ctx.answers.push_back({"Is an embedding lookup just a matrix product?",
+                         fmt::format("Yes: embedding(W, ids) equals one_hot(ids) @ W, output and gradient (largest "
+                                     "differences {:.1e} and {:.1e}, in float64); the lookup is only the cheap way to "
+                                     "compute it, and the table is trained like any weight.",
+                                     out_diff, grad_diff),
+                         "exp5", "experiment 5"});
+  html.heading("5. An embedding lookup is a one-hot vector times the table", 2, "exp5");
   html.table({"", "embedding(W, ids)", "one_hot(ids) @ W", "largest difference"},
              {{"output [3, 4]", fmt::format("{:.6f} ...", a.to_vector<double>()[0]),
                fmt::format("{:.6f} ...", b.to_vector<double>()[0]), fmt::format("{:.1e}", out_diff)},

@@ -38,47 +38,55 @@ int64_t embed_from_word2vec(tg::Transformer& m, const tg::Word2Vec& w2v, const t
 }  // namespace
 
 void exp6_pretrained(Context& ctx, tg::report::Html& html) {
-  TG_CHECK(ctx.w2v && ctx.en_de_model, "explain_attention",
-           "experiment 6 uses experiment 4's word2vec and English->German model: run experiment 4 first");
+  TG_CHECK(ctx.w2v && !ctx.en_de_runs.empty(), "explain_attention",
+           "experiment 6 uses experiment 4's word2vec and English->German models: run experiment 4 first");
   const int64_t width = ctx.opt.width;
-  auto frozen = new_model(ctx, ctx.en_de);
-  const int64_t covered = embed_from_word2vec(*frozen, *ctx.w2v, *ctx.english, width);
-  frozen->freeze_parameter("src_embed.weight");
-  const Run fr = train(ctx, *frozen, ctx.en_de, "en_de_w2v_frozen");
-  auto tuned = new_model(ctx, ctx.en_de);
-  embed_from_word2vec(*tuned, *ctx.w2v, *ctx.english, width);
-  const Run tu = train(ctx, *tuned, ctx.en_de, "en_de_w2v_tuned");
-  const double learned = ctx.en_de_run.valid_loss;
+  int64_t covered = 0;
+  const std::vector<Run> fr = train_seeds(ctx, ctx.en_de, "en_de_w2v_frozen", [&](tg::Transformer& m) {
+    covered = embed_from_word2vec(m, *ctx.w2v, *ctx.english, width);
+    m.freeze_parameter("src_embed.weight");
+  });
+  const std::vector<Run> tu = train_seeds(ctx, ctx.en_de, "en_de_w2v_tuned",
+                                          [&](tg::Transformer& m) { embed_from_word2vec(m, *ctx.w2v, *ctx.english, width); });
+  const Stat learned = valid_losses(ctx.en_de_runs), frozen = valid_losses(fr), tuned = valid_losses(tu);
+  ctx.headline("exp6", "learned", "valid_loss", learned);
+  ctx.headline("exp6", "w2v_frozen", "valid_loss", frozen);
+  ctx.headline("exp6", "w2v_tuned", "valid_loss", tuned);
+  const int64_t all = ctx.en_de_models[0]->num_parameters(true), table = ctx.en_de_models[0]->src_embed->weight.numel();
 
-  html.heading("6. Frozen pretrained word2vec embeddings vs learned ones");
+  html.heading("6. Frozen pretrained word2vec embeddings vs learned ones", 2, "exp6");
   html.paragraph(fmt::format(
       "The English->German model of experiment 4 again, three ways: its source embedding table learned from random "
       "initialisation; set from the word2vec vectors above ({} of its {} words; the rest and the special tokens keep random "
-      "rows) and frozen; set from them and trained further. Everything else is identical: seed, data order, {} steps.",
-      covered, ctx.english->size() - 4, ctx.opt.steps));
+      "rows) and frozen; set from them and trained further. Everything else is identical: seeds, data order, {}.",
+      covered, ctx.english->size() - 4, ctx.budget()));
   html.table({"source embedding", "validation loss (nats/token)", "trainable parameters"},
-             {{"learned from random", fmt::format("{:.4f}", learned), std::to_string(ctx.en_de_model->num_parameters(true))},
-              {"word2vec, frozen", fmt::format("{:.4f}", fr.valid_loss), std::to_string(frozen->num_parameters(true))},
-              {"word2vec, fine-tuned", fmt::format("{:.4f}", tu.valid_loss), std::to_string(tuned->num_parameters(true))}});
-  html.line_chart("training loss (English->German)",
-                  {{"learned", ctx.en_de_run.train_loss}, {"word2vec frozen", fr.train_loss}, {"word2vec fine-tuned", tu.train_loss}},
+             {{"learned from random", show(learned), std::to_string(all)},
+              {"word2vec, frozen", show(frozen), std::to_string(all - table)},
+              {"word2vec, fine-tuned", show(tuned), std::to_string(all)}});
+  html.line_chart("training loss (English->German, mean over the seeds)",
+                  {{"learned", mean_curve(ctx.en_de_runs)}, {"word2vec frozen", mean_curve(fr)}, {"word2vec fine-tuned", mean_curve(tu)}},
                   {.x_label = "step", .y_label = "nats/token"});
-  const double best = std::min({learned, fr.valid_loss, tu.valid_loss});
-  const double spread = std::max({learned, fr.valid_loss, tu.valid_loss}) - best;
-  html.paragraph(fmt::format("The three losses lie within {:.3f} nats. ", spread) +
-                 (best == learned
-                      ? "Here the learned table does best: word2vec trained on the same few sentences knows nothing the "
-                        "translator cannot learn itself, and its vectors were made for predicting neighbours, not for "
-                        "translating. Pretrained vectors pay off when they come from much more text than the task has "
-                        "(--w2v_text adds some)."
-                  : best == fr.valid_loss
-                      ? "Here the frozen word2vec table does best: it starts the encoder from vectors that already "
-                        "place related words together, and freezing them leaves fewer parameters to fit."
-                      : "Here starting from word2vec and training further does best: the vectors give the encoder a "
-                        "head start, and training adapts them to translation."));
-  log_result(ctx, "exp6", {{"learned", learned}, {"w2v_frozen", fr.valid_loss}, {"w2v_tuned", tu.valid_loss}});
-  std::printf("experiment 6: validation loss learned %.4f, word2vec frozen %.4f, word2vec fine-tuned %.4f\n", learned,
-              fr.valid_loss, tu.valid_loss);
+  const std::string vs_frozen = verdict("learned", learned, "word2vec frozen", frozen, "nats", ctx.budget());
+  const std::string vs_tuned = verdict("learned", learned, "word2vec fine-tuned", tuned, "nats", ctx.budget());
+  // What the comparison says, in one phrase: pretrained (the better of frozen and fine-tuned) against learned.
+  const Stat& pre = frozen.mean() < tuned.mean() ? frozen : tuned;
+  const std::string finding =
+      separated(learned, pre) ? (pre.mean() < learned.mean() ? "Yes, measurably at this budget, though they come from the same small text"
+                                                             : "No: the table learned from random initialisation does better")
+                              : "Not measurably at this budget";
+  html.paragraph("Learned vs frozen word2vec: " + vs_frozen + " Learned vs fine-tuned word2vec: " + vs_tuned +
+                 " Here word2vec saw only the translator's own English sentences" +
+                 (ctx.opt.w2v_text.empty() ? "" : " and --w2v_text") +
+                 ": its vectors were made for predicting neighbours, not for translating, and know only what this text "
+                 "holds. Pretrained vectors pay off most when they come from much more text than the task has.");
+  ctx.answers.push_back({"Do pretrained word vectors help the transformer?",
+                         fmt::format("{}: validation loss {} learned, {} with word2vec frozen, {} fine-tuned ({}).", finding,
+                                     show(learned), show(frozen), show(tuned), ctx.budget()),
+                         "exp6", "experiment 6"});
+  log_result(ctx, "exp6", {{"learned", learned.mean()}, {"w2v_frozen", frozen.mean()}, {"w2v_tuned", tuned.mean()}});
+  std::printf("experiment 6: validation loss learned %s, word2vec frozen %s, word2vec fine-tuned %s\n", show(learned).c_str(),
+              show(frozen).c_str(), show(tuned).c_str());
 }
 
 }  // namespace explain

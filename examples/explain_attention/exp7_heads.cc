@@ -37,22 +37,41 @@ double head_similarity(const Tensor& w) {
 }  // namespace
 
 void exp7_heads(Context& ctx, tg::report::Html& html) {
-  TG_CHECK(ctx.learned && ctx.heads_init.defined(), "explain_attention",
-           "experiment 7 uses experiment 1's model: run experiment 1 first");
-  const Tensor trained = encoder_attention(*ctx.learned, ctx.probe());
+  TG_CHECK(!ctx.learned.empty() && ctx.heads_init.size() == ctx.learned.size(), "explain_attention",
+           "experiment 7 uses experiment 1's models: run experiment 1 first");
+  Stat at_init, after;
+  Tensor first_trained;
+  for (size_t s = 0; s < ctx.learned.size(); ++s) {
+    const Tensor trained = encoder_attention(*ctx.learned[s], ctx.probe());
+    if (s == 0) first_trained = trained;
+    at_init.values.push_back(head_similarity(ctx.heads_init[s]));
+    after.values.push_back(head_similarity(trained));
+  }
   std::vector<std::string> labels;
   for (int64_t id : ctx.probe()) labels.push_back(ctx.german->label(id));
-  const double at_init = head_similarity(ctx.heads_init), after = head_similarity(trained);
+  ctx.headline("exp7", "at_initialisation", "mean_head_cosine", at_init);
+  ctx.headline("exp7", "trained", "mean_head_cosine", after);
+  const bool apart = separated(after, at_init) && after.mean() < at_init.mean();
+  const std::string change = apart ? fmt::format("after {} they are further apart ({}), on every seed", ctx.budget(), show(after, 3))
+                                   : fmt::format("after {} their similarity is {}: no measurable change at this budget",
+                                                 ctx.budget(), show(after, 3));
 
-  html.heading("7. Heads start different, and learn different patterns");
+  html.heading("7. Heads start different, and learn different patterns", 2, "exp7");
   html.paragraph(fmt::format("Encoder layer 0 on \"{}\". Every head has its own W_Q, W_K, W_V slices, drawn at random: "
-                             "at initialisation their maps already differ (mean cosine between heads {:.3f}); after {} "
-                             "steps of the same gradient descent they have moved to different patterns (mean cosine {:.3f}).",
-                             ctx.german->decode(ctx.probe()), at_init, ctx.opt.steps, after));
-  html.heatmap_grid("at initialisation", maps_of(ctx.heads_init, "init", labels));
-  html.heatmap_grid(fmt::format("after {} steps", ctx.opt.steps), maps_of(trained, "trained", labels));
-  log_result(ctx, "exp7", {{"head_cosine_init", at_init}, {"head_cosine_trained", after}});
-  std::printf("experiment 7: mean cosine between heads %.3f at initialisation, %.3f after training\n", at_init, after);
+                             "at initialisation their maps already differ (mean cosine between heads {}); {}. The maps: the "
+                             "first seed's model.",
+                             ctx.german->decode(ctx.probe()), show(at_init, 3), change));
+  html.heatmap_grid("at initialisation", maps_of(ctx.heads_init[0], "init", labels));
+  html.heatmap_grid(fmt::format("after {} steps", ctx.opt.steps), maps_of(first_trained, "trained", labels));
+  ctx.answers.push_back({"What do the heads do, and why do they differ?",
+                         fmt::format("Each head has its own slices of W_Q, W_K, W_V, drawn at random, so the heads start "
+                                     "with different maps (mean cosine between them {}); {}. The maps show what each "
+                                     "attends to.",
+                                     show(at_init, 3), change),
+                         "exp7", "experiment 7"});
+  log_result(ctx, "exp7", {{"head_cosine_init", at_init.mean()}, {"head_cosine_trained", after.mean()}});
+  std::printf("experiment 7: mean cosine between heads %s at initialisation, %s after training\n", show(at_init, 3).c_str(),
+              show(after, 3).c_str());
 }
 
 }  // namespace explain
