@@ -140,6 +140,7 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
   const NamedTensors mine = module.named_parameters();
   std::map<std::string, bool> known;
   std::vector<std::string> shapes;
+  std::vector<std::pair<std::string, size_t>> agree;  // names and shapes that match: (module name, item)
   for (const auto& [n, p] : mine) {
     known[n] = true;
     auto it = mapped.find(n);
@@ -154,24 +155,31 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
     } else if (m.shape != p.shape()) {
       shapes.push_back(fmt::format("{}: checkpoint {}, model {}", n, m.shape, p.shape()));
     } else {
-      // The values checked before anything is copied (a file's tensor is read here, verified
-      // against its checksum and dropped; read again below straight into the parameter), so a
-      // refused load leaves the module as it was, and memory holds one tensor beside the model.
-      Result<Tensor> v = src.value(m.item);
-      if (!v.ok()) return v.status();
-      if (std::string bad = non_finite(m.name, *v); !bad.empty()) problems.push_back(std::move(bad));
-      else report.loaded.push_back(n);
+      agree.emplace_back(n, m.item);
     }
   }
   for (const auto& [n, entry] : mapped)
     if (!known.count(n)) report.unexpected.push_back(entry.name);
-  std::vector<std::string> parts;
-  if (o.strict && !report.missing.empty()) parts.push_back(listed(report.missing, "missing"));
-  if (o.strict && !report.unexpected.empty()) parts.push_back(listed(report.unexpected, "unexpected"));
-  if (!shapes.empty()) parts.push_back("shape mismatch for " + fmt::format("{}", fmt::join(shapes, "; ")));
-  for (auto& p : problems) parts.push_back(std::move(p));
-  if (!parts.empty())
-    return io_error("{}: does not match {}: {}", o.source, module.type_name(), fmt::join(parts, "; "));
+  auto refuse = [&] {
+    std::vector<std::string> parts;
+    if (o.strict && !report.missing.empty()) parts.push_back(listed(report.missing, "missing"));
+    if (o.strict && !report.unexpected.empty()) parts.push_back(listed(report.unexpected, "unexpected"));
+    if (!shapes.empty()) parts.push_back("shape mismatch for " + fmt::format("{}", fmt::join(shapes, "; ")));
+    for (auto& p : problems) parts.push_back(std::move(p));
+    return parts.empty() ? Status() : io_error("{}: does not match {}: {}", o.source, module.type_name(), fmt::join(parts, "; "));
+  };
+  // Names, shapes and types first: a file of another model is refused before any value is read.
+  TG_RETURN_IF_ERROR(refuse());
+  // Then the values, checked before anything is copied (a file's tensor is read here, verified
+  // against its checksum and dropped; read again below straight into the parameter), so a refused
+  // load leaves the module as it was, and memory holds one tensor beside the model.
+  for (const auto& [n, item] : agree) {
+    Result<Tensor> v = src.value(item);
+    if (!v.ok()) return v.status();
+    if (std::string bad = non_finite(src.items[item].name, *v); !bad.empty()) problems.push_back(std::move(bad));
+    else report.loaded.push_back(n);
+  }
+  TG_RETURN_IF_ERROR(refuse());
   // Everything is checked; now the values, one at a time (a file's bytes go straight into the
   // parameter where no conversion is needed, verified against their checksum again).
   NoGradGuard ng;

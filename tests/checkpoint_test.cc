@@ -353,6 +353,17 @@ TEST(Safetensors, BFloat16ModelLoadsAFileInPlace) {
   ASSERT_FALSE(nan.ok());
   EXPECT_NE(nan.status().message().find("'out.bias' holds NaN at flat index 0"), std::string::npos) << nan.status().message();
   EXPECT_EQ(bf->emb->weight.to_vector<float>(), before) << "checked before anything was copied";
+  // Names and shapes come first: a file of another model is refused for them before any value is
+  // read (here a tensor whose name matches holds a NaN too, and that is not what the message says).
+  tg::StateDict renamed;
+  for (const auto& [name, t] : nan_sd)
+    renamed.insert(name == "out.bias" ? "head.bias" : name, name == "out.weight" ? tg::full(t.shape(), NAN, t.dtype()) : t);
+  ASSERT_TRUE(tg::save_safetensors(path, renamed).ok());
+  auto misnamed = tg::load_pretrained(*bf, path);
+  ASSERT_FALSE(misnamed.ok());
+  EXPECT_NE(misnamed.status().message().find("missing (out.bias)"), std::string::npos) << misnamed.status().message();
+  EXPECT_NE(misnamed.status().message().find("unexpected (head.bias)"), std::string::npos) << misnamed.status().message();
+  EXPECT_EQ(misnamed.status().message().find("NaN"), std::string::npos) << "no value read: " << misnamed.status().message();
   // Module::to(bfloat16) and back keeps identity; an optimizer refuses bfloat16 parameters.
   tg::Tensor handle = f32.out->weight;
   f32.to(tg::kBFloat16);
