@@ -76,8 +76,8 @@ std::string verdict(const std::string& a_name, const Stat& a, const std::string&
   const double gap = std::fabs(a.mean() - b.mean());
   if (separated(a, b)) {
     const bool a_better = a.mean() < b.mean();
-    return fmt::format("{} is better than {} by {:.3f} {}, and every seed of it beats every seed of the other: an effect "
-                       "larger than the seed-to-seed noise ({}).",
+    return fmt::format("A measured effect: {} is better than {} by {:.3f} {}, and every seed of it beats every seed of the "
+                       "other ({}).",
                        a_better ? a_name : b_name, a_better ? b_name : a_name, gap, unit, budget);
   }
   if (a.values.size() < 2 || b.values.size() < 2)
