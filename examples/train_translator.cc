@@ -32,7 +32,7 @@ struct Options {
   double lr = 1e-3, label_smoothing = 0.1;
   uint64_t seed = 1;
   int64_t threads = 0;
-  std::string precision = "fp32";
+  std::string precision = "fp32", projections = "learned";
 };
 
 void define_flags(tg::cli::Flags& f, Options& o) {
@@ -72,6 +72,10 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("seed", &o.seed, "random seed");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   tg::cli::add_precision(f, &o.precision);
+  f.add("projections", &o.projections,
+        "W_Q, W_K, W_V of every attention: learned, identity (Q = K = V = X, not trained) or frozen (kept at their "
+        "random initialisation); an ablation, as explain_attention's experiment 2")
+      .choices({"learned", "identity", "frozen"});
   f.check([&o] {
     return o.cfg.width % o.cfg.heads == 0
                ? std::string()
@@ -190,6 +194,7 @@ int run(int argc, char** argv) {
   // Model and optimizer.
   tg::manual_seed(o.seed);
   tg::Transformer model(o.cfg.model(src_tok->size(), tgt_tok->size()));
+  translator::fix_projections(model, o.projections);  // before the optimizer: fixed ones are not its parameters
   tg::AdamW opt(model.named_parameters(), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   std::printf("train_translator: %s: %zu training pairs, %zu validation; vocabularies %lld / %lld; %lld parameters\n",
               source.c_str(), train.size(), valid.size(), static_cast<long long>(src_tok->size()),
@@ -198,7 +203,7 @@ int run(int argc, char** argv) {
   // The loop.
   // What a resumed run must share with the run it continues (--minutes, --steps, --epochs, --lr
   // and the rest may change); data files by their canonical paths.
-  const tg::Metadata config = {{"--src", tg::canonical_path(o.src)},
+  tg::Metadata config = {{"--src", tg::canonical_path(o.src)},
                                {"--tgt", tg::canonical_path(o.tgt)},
                                {"--pairs", tg::canonical_path(o.pairs)},
                                {"--ding", o.pairs.empty() && o.src.empty() ? tg::canonical_path(o.ding) : ""},
@@ -217,6 +222,8 @@ int run(int argc, char** argv) {
                                {"--max_tokens", std::to_string(o.max_tokens)},
                                {"--label_smoothing", fmt::format("{}", o.label_smoothing)},
                                {"--seed", std::to_string(o.seed)}};
+  // Named only when not the default, so that runs saved before the flag existed still resume.
+  if (o.projections != "learned") config["--projections"] = o.projections;
   tg::train::Trainer trainer(model, opt,
                              {.run_dir = dir, .max_steps = o.steps, .max_epochs = o.epochs, .max_minutes = o.minutes,
                               .clip_grad_norm = 1.0, .eval_each_epoch = true, .keep_last = 2, .seed = o.seed * 7919,

@@ -1,8 +1,24 @@
 #include "translator.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace translator {
+
+void fix_projections(tg::Module& m, const std::string& how) {
+  if (how == "learned") return;
+  if (how != "identity" && how != "frozen") throw std::invalid_argument("fix_projections: '" + how + "' is not learned, identity or frozen");
+  for (auto& [n, p] : m.named_parameters()) {
+    const bool proj = n.find(".w_q.") != std::string::npos || n.find(".w_k.") != std::string::npos ||
+                      n.find(".w_v.") != std::string::npos;
+    if (!proj) continue;
+    if (how == "identity") {
+      tg::NoGradGuard ng;
+      p.detach().copy_(n.ends_with(".weight") ? tg::eye(p.size(0)) : tg::zeros(p.shape()));
+    }
+    m.freeze_parameter(n);
+  }
+}
 
 tg::TransformerConfig Config::model(int64_t src_vocab, int64_t tgt_vocab) const {
   tg::TransformerConfig c;

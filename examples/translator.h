@@ -30,6 +30,12 @@ struct Translator {
   std::string translate(const std::string& sentence, int64_t beam = 4, int64_t max_len = 80, bool use_cache = true) const;
 };
 
+// The ablation of explain_attention's experiment 2 and train_translator --projections: every
+// attention's W_Q, W_K and W_V (weights and biases) are taken out of training, "frozen" at their
+// random initialisation or first set to "identity" (W = I, b = 0: Q = K = V = X). Call it before
+// the optimizer is made; "learned" changes nothing.
+void fix_projections(tg::Module& m, const std::string& how);
+
 // Loads DIR/model.safetensors and the tokenizers beside it; a tokenizer whose fingerprint differs
 // from the one the model was trained with is refused, naming both files.
 tg::Result<Translator> load(const std::string& dir);

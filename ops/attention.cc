@@ -9,15 +9,18 @@
 #include "ops/kernels/attention.h"
 #include "ops/matmul.h"
 #include "ops/nn.h"
+#include "ops/kernels/rope.h"
 #include "ops/op_util.h"
+#include "ops/shape_ops.h"
 
 namespace tg {
 namespace k = kernels;
 namespace {
 
 struct Dims {
-  Shape lead;  // leading (batch) dims
+  Shape lead;  // leading (batch) dims of q
   int64_t n = 1, T = 0, S = 0, d = 0, dv = 0;
+  int64_t group = 1;  // query heads per key/value head (grouped-query attention): q index n reads k, v index n / group
 };
 
 Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& o) {
@@ -31,9 +34,19 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
            kk.dtype(), v.dtype());
   Dims dm;
   dm.lead = Shape(q.shape().begin(), q.shape().end() - 2);
-  TG_CHECK(Shape(kk.shape().begin(), kk.shape().end() - 2) == dm.lead &&
-               Shape(v.shape().begin(), v.shape().end() - 2) == dm.lead, op,
-           "q, k and v must share their leading dims; got shapes {}, {} and {}", q.shape(), kk.shape(), v.shape());
+  const Shape klead(kk.shape().begin(), kk.shape().end() - 2);
+  TG_CHECK(Shape(v.shape().begin(), v.shape().end() - 2) == klead, op,
+           "k and v must share their leading dims; got shapes {} and {}", kk.shape(), v.shape());
+  if (klead != dm.lead) {
+    // Grouped-query attention: fewer key/value heads (the last leading dim) than query heads.
+    const int64_t r = dm.lead.rank();
+    bool grouped = r >= 1 && klead.rank() == r && klead[r - 1] > 0 && dm.lead[r - 1] % klead[r - 1] == 0;
+    for (int64_t i = 0; grouped && i + 1 < r; ++i) grouped = klead[i] == dm.lead[i];
+    TG_CHECK(grouped, op,
+             "q, k and v must share their leading dims, except that k and v may have fewer heads (dim -3) when the "
+             "query heads are a multiple of them; got shapes {}, {} and {}", q.shape(), kk.shape(), v.shape());
+    dm.group = dm.lead[r - 1] / klead[r - 1];
+  }
   dm.n = dm.lead.numel();
   dm.T = q.size(-2);
   dm.d = q.size(-1);
@@ -113,7 +126,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
       k::AttnScratch<T> w;
       for (int64_t n = n0; n < n1; ++n) {
         k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
-        k::attention_forward<T>(pq + n * dm.T * dm.d, pk + n * dm.S * dm.d, pv + n * dm.S * dm.dv, po + n * dm.T * dm.dv,
+        const int64_t kv = n / dm.group;
+        k::attention_forward<T>(pq + n * dm.T * dm.d, pk + kv * dm.S * dm.d, pv + kv * dm.S * dm.dv, po + n * dm.T * dm.dv,
                                 pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w);
       }
     });
@@ -129,15 +143,21 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
     const bool* mask2 = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
     dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
       using T = decltype(tag);
-      k::parallel_for(0, dm.n, 1, [&](int64_t n0, int64_t n1) {
+      // By key/value head: its group's query heads add to its dk and dv one after another, in
+      // head order (the sums do not depend on the thread count).
+      k::parallel_for(0, dm.n / dm.group, 1, [&](int64_t m0, int64_t m1) {
         k::AttnScratch<T> w;
         std::vector<T> drow;
-        for (int64_t n = n0; n < n1; ++n) {
-          k::AttnMask m{opts.causal, mask2 ? mask2 + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
-          const int64_t qo = n * dm.T * dm.d, ko = n * dm.S * dm.d, vo = n * dm.S * dm.dv, oo = n * dm.T * dm.dv;
-          k::attention_backward<T>(q.data<T>() + qo, kk.data<T>() + ko, v.data<T>() + vo, o.data<T>() + oo,
-                                   lse.data<T>() + n * dm.T, g.data<T>() + oo, gq.data<T>() + qo, gk.data<T>() + ko,
-                                   gv.data<T>() + vo, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w, drow);
+        for (int64_t kv = m0; kv < m1; ++kv) {
+          const int64_t ko = kv * dm.S * dm.d, vo = kv * dm.S * dm.dv;
+          for (int64_t n = kv * dm.group; n < (kv + 1) * dm.group; ++n) {
+            k::AttnMask m{opts.causal, mask2 ? mask2 + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
+            const int64_t qo = n * dm.T * dm.d, oo = n * dm.T * dm.dv;
+            k::attention_backward<T>(q.data<T>() + qo, kk.data<T>() + ko, v.data<T>() + vo, o.data<T>() + oo,
+                                     lse.data<T>() + n * dm.T, g.data<T>() + oo, gq.data<T>() + qo, gk.data<T>() + ko,
+                                     gv.data<T>() + vo, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w, drow,
+                                     /*accumulate=*/n > kv * dm.group);
+          }
         }
       });
     });
@@ -147,12 +167,53 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
 
 AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("attention_unfused", q, kk, v, opts);
+  if (dm.group > 1) return attention_unfused(q, repeat_kv(kk, dm.group), repeat_kv(v, dm.group), opts);
   Tensor scores = mul(matmul(q, kk, false, true), scale_of(opts, dm.d));  // q kᵀ / √d
   const double ninf = -std::numeric_limits<double>::infinity();
   if (opts.causal) scores = masked_fill(scores, causal_mask(dm.T, dm.S, opts.causal_offset), ninf);
   if (opts.mask.defined()) scores = masked_fill(scores, opts.mask, ninf);
   Tensor weights = softmax(scores, -1);
   return {matmul(weights, v), weights};
+}
+
+Tensor repeat_kv(const Tensor& x, int64_t n_rep) {
+  detail::check_defined(x, "repeat_kv");
+  TG_CHECK(x.dim() >= 3, "repeat_kv", "expected [..., heads, S, d], got shape {}", x.shape());
+  TG_CHECK(n_rep >= 1, "repeat_kv", "n_rep must be >= 1, got {}", n_rep);
+  if (n_rep == 1) return x;
+  Shape wide = x.shape(), out = x.shape();
+  wide.insert(wide.begin() + (x.dim() - 2), n_rep);  // [..., H_kv, n_rep, S, d]
+  out[x.dim() - 3] *= n_rep;
+  return reshape(expand(unsqueeze(x, x.dim() - 2), wide), out);
+}
+
+namespace {
+Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, double sign) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  const int64_t T = x.size(-2), h = x.size(-1) / 2;
+  dispatch_float(x.dtype(), "rotary_embedding", [&](auto tag) {
+    using V = decltype(tag);
+    k::rope_rows<V>(y.data<V>(), x.data<V>(), cos.data<V>(), sin.data<V>(), x.numel() / (2 * h), T, h, static_cast<V>(sign));
+  });
+  // Linear in x: the backward turns the gradient back by the same angles.
+  return record("rotary_embedding", y, {x}, [cos, sin, sign](const Tensor& g, const Node&) {
+    return Grads{rotate(to(g, cos.dtype()), cos, sin, -sign)};
+  });
+}
+}  // namespace
+
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  detail::check_float(x, "rotary_embedding");
+  TG_CHECK(x.dim() >= 2 && x.size(-1) > 0 && x.size(-1) % 2 == 0, "rotary_embedding",
+           "expected x [..., T, d] with d even and positive, got shape {}", x.shape());
+  const Shape table{x.size(-2), x.size(-1) / 2};
+  for (const Tensor* t : {&cos, &sin}) {
+    detail::check_defined(*t, "rotary_embedding");
+    TG_CHECK(t->shape() == table && t->dtype() == x.dtype(), "rotary_embedding",
+             "{} has shape {} ({}), expected {} ({}) for x of shape {} ([T, d/2] in x's dtype)", t == &cos ? "cos" : "sin",
+             t->shape(), t->dtype(), table, x.dtype(), x.shape());
+  }
+  return rotate(x, cos.detach(), sin.detach(), 1.0);
 }
 
 }  // namespace tg

@@ -14,7 +14,9 @@ struct AttentionOptions {
 };
 
 // Fused (flash-attention) form: q [..., T, d], k [..., S, d], v [..., S, dv] with the same leading
-// dims; returns [..., T, dv]. The T x S weights are never stored: memory grows linearly in T.
+// dims; returns [..., T, dv]. Grouped-query attention: k and v may have fewer heads than q in dim
+// -3 (q [B, H, T, d], k and v [B, H_kv, S, d], H a multiple of H_kv); query head h then reads
+// key/value head h / (H / H_kv), as Hugging Face's repeat_kv, without copying them. The T x S weights are never stored: memory grows linearly in T.
 // A query row that sees no key at all gets a zero output (the unfused form gives NaN there).
 // Differentiable once (its backward is a fused kernel); use attention_unfused for higher order.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts = {});
@@ -26,5 +28,19 @@ struct AttentionResult {
   Tensor weights;  // [..., T, S]
 };
 AttentionResult attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts = {});
+
+// x [..., H_kv, S, d] -> [..., H_kv * n_rep, S, d], each head repeated n_rep times in place
+// (head j becomes heads j n_rep ... j n_rep + n_rep - 1): grouped-query keys and values made into
+// one per query head (a copy; the gradient sums each group back).
+Tensor repeat_kv(const Tensor& x, int64_t n_rep);
+
+// Rotary position embedding (Su et al., 2021, "RoFormer"), in the half-split layout of Hugging
+// Face's Llama: x [..., T, d] (d even); element i of each row pairs with element i + d/2 and the
+// pair turns by the angle of that row's position:
+//   y[i] = x[i] cos[t, i] - x[i + d/2] sin[t, i],   y[i + d/2] = x[i + d/2] cos[t, i] + x[i] sin[t, i]
+// cos and sin [T, d/2] hold the angles' cosines and sines (RotaryEmbedding makes them from the
+// positions and rope_theta) in x's dtype; they are constants: no gradient flows to them. q·k of a
+// rotated query and key then depends on their positions only through the difference.
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 }  // namespace tg

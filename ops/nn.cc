@@ -292,6 +292,51 @@ Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tenso
   });
 }
 
+// ---- RMS norm ------------------------------------------------------------------------------
+
+namespace {
+// The backward from public ops, for higher-order gradients.
+Grads rms_norm_backward_composed(const Tensor& g, const Tensor& x, const Tensor& w, double eps, const Node& n) {
+  Tensor rs = rsqrt(add(mean(square(x), {-1}, true), eps));
+  Tensor xhat = mul(x, rs);
+  Tensor dxhat = w.defined() ? mul(g, w) : g;
+  Tensor gx, gw;
+  if (n.needs(0)) gx = mul(rs, sub(dxhat, mul(xhat, mean(mul(dxhat, xhat), {-1}, true))));
+  if (w.defined() && n.needs(1)) gw = sum_to(mul(g, xhat), w.shape());
+  return Grads{gx, gw};
+}
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  detail::check_float(x, "rms_norm");
+  TG_CHECK(x.dim() >= 1 && x.size(-1) > 0, "rms_norm", "expected an input [..., D] with D > 0, got shape {}", x.shape());
+  const int64_t D = x.size(-1);
+  TG_CHECK(!weight.defined() || (weight.shape() == Shape{D} && weight.dtype() == x.dtype()), "rms_norm",
+           "weight has shape {} ({}), expected [{}] ({}) to match the input's last dim (input shape {})", weight.shape(),
+           weight.dtype(), D, x.dtype(), x.shape());
+  TG_CHECK(eps > 0 && std::isfinite(eps), "rms_norm", "eps must be positive and finite, got {}", eps);
+  const int64_t rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor rstd_t = Tensor::empty(Shape{rows}, x.dtype());
+  dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
+    using T = decltype(tag);
+    k::rms_norm_forward<T>(out.data<T>(), rstd_t.data<T>(), x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+                           rows, D, static_cast<T>(eps));
+  });
+  return record("rms_norm", out, {x, weight}, [x, weight, eps, rstd_t, rows, D](const Tensor& g0, const Node& n) {
+    if (grad_enabled()) return rms_norm_backward_composed(g0, x, weight, eps, n);
+    Tensor g = to(g0, x.dtype());
+    Tensor gx = n.needs(0) ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
+    Tensor gw = weight.defined() && n.needs(1) ? Tensor::empty(weight.shape(), x.dtype()) : Tensor();
+    dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
+      using T = decltype(tag);
+      k::rms_norm_backward<T>(gx.defined() ? gx.data<T>() : nullptr, gw.defined() ? gw.data<T>() : nullptr, g.data<T>(),
+                              x.data<T>(), weight.defined() ? weight.data<T>() : nullptr, rstd_t.data<T>(), rows, D);
+    });
+    return Grads{gx, gw};
+  });
+}
+
 // ---- Bias + activation ---------------------------------------------------------------------
 
 Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {

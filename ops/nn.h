@@ -40,6 +40,11 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
 Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// Root-mean-square norm (Zhang & Sennrich, 2019; Llama, Mistral, Qwen2): over the last dim,
+// y = x / sqrt(mean(x²) + eps) * weight, weight [D] optional. No centring and no bias, unlike
+// layer_norm. Fused forward and backward (1/rms saved per row).
+Tensor rms_norm(const Tensor& x, const Tensor& weight = Tensor(), double eps = 1e-6);
+
 // act(x + bias) in one pass, bias [D] broadcast over the rows of x [..., D] (the first half of a
 // feed-forward block after its matmul). Backward fused too: dx = g act'(x + b), dbias = its column
 // sums (in fixed row blocks, so the sum does not depend on the thread count).

@@ -9,11 +9,18 @@ struct Case {
   int64_t T, S, d, dv;
   bool causal;
   int mask_kind;  // 0 none, 1 key padding [B, 1, 1, S], 2 full [T, S]
+  int64_t group = 1;  // query heads per key/value head (grouped-query attention; heads: lead's last dim)
 };
+
+Shape kv_lead(const Case& c) {
+  Shape s = c.lead;
+  s[s.rank() - 1] /= c.group;
+  return s;
+}
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << "lead " << c.lead.str() << " T " << c.T << " S " << c.S << " d " << c.d << " dv " << c.dv
-      << (c.causal ? " causal" : "") << " mask " << c.mask_kind;
+      << (c.causal ? " causal" : "") << " mask " << c.mask_kind << " group " << c.group;
 }
 
 tg::AttentionOptions options(const Case& c) {
@@ -49,7 +56,7 @@ class Attention : public ::testing::TestWithParam<Case> {};
 TEST_P(Attention, FusedMatchesUnfusedOutputsAndGradients) {
   const Case c = GetParam();
   tg::manual_seed(3);
-  Tensor q = leaf(with(c.lead, c.T, c.d)), k = leaf(with(c.lead, c.S, c.d)), v = leaf(with(c.lead, c.S, c.dv));
+  Tensor q = leaf(with(c.lead, c.T, c.d)), k = leaf(with(kv_lead(c), c.S, c.d)), v = leaf(with(kv_lead(c), c.S, c.dv));
   tg::AttentionOptions o = options(c);
   Tensor g = tg::randn(with(c.lead, c.T, c.dv), tg::kFloat64);
   Tensor ref = tg::attention_unfused(q, k, v, o).output;
@@ -63,8 +70,8 @@ TEST_P(Attention, FusedMatchesUnfusedOutputsAndGradients) {
 TEST_P(Attention, Float32AgreesToo) {
   const Case c = GetParam();
   tg::manual_seed(4);
-  Tensor q = tg::randn(with(c.lead, c.T, c.d)).requires_grad_(), k = tg::randn(with(c.lead, c.S, c.d)).requires_grad_();
-  Tensor v = tg::randn(with(c.lead, c.S, c.dv)).requires_grad_();
+  Tensor q = tg::randn(with(c.lead, c.T, c.d)).requires_grad_(), k = tg::randn(with(kv_lead(c), c.S, c.d)).requires_grad_();
+  Tensor v = tg::randn(with(kv_lead(c), c.S, c.dv)).requires_grad_();
   tg::AttentionOptions o = options(c);
   Tensor ref = tg::attention_unfused(q, k, v, o).output, fused = tg::flash_attention(q, k, v, o);
   EXPECT_TRUE(close(fused, ref, 1e-4, 1e-5));
@@ -79,7 +86,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{{1, 2}, 64, 64, 16, 16, true, 0}, Case{{2, 1}, 65, 65, 8, 8, true, 1},
                       Case{{2, 2}, 130, 130, 8, 12, false, 1}, Case{{3}, 7, 100, 8, 5, false, 2},
                       Case{{3}, 100, 7, 8, 8, true, 0}, Case{{1, 1}, 1, 1, 3, 3, false, 0},
-                      Case{{2, 2}, 129, 67, 16, 16, true, 2}, Case{{1, 2}, 70, 70, 64, 64, true, 1}),
+                      Case{{2, 2}, 129, 67, 16, 16, true, 2}, Case{{1, 2}, 70, 70, 64, 64, true, 1},
+                      // Grouped-query attention: 2 and 3 query heads per key/value head, multi-query.
+                      Case{{2, 4}, 9, 9, 8, 8, true, 1, 2}, Case{{1, 6}, 70, 70, 16, 16, true, 0, 3},
+                      Case{{2, 4}, 5, 30, 8, 6, false, 2, 4}, Case{{3, 2, 4}, 1, 12, 8, 8, false, 0, 4}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(AttentionOps, Gradcheck) {
@@ -90,6 +100,10 @@ TEST(AttentionOps, Gradcheck) {
     EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return tg::flash_attention(in[0], in[1], in[2], o); },
                              {q, k, v}));
   }
+  // Grouped-query: 4 query heads on 2 key/value heads, with a cache-like offset.
+  EXPECT_TRUE(gradcheck_ok(
+      [&](const std::vector<Tensor>& in) { return tg::flash_attention(in[0], in[1], in[2], {.causal = true, .causal_offset = 2}); },
+      {leaf({2, 4, 3, 4}), leaf({2, 2, 5, 4}), leaf({2, 2, 5, 3})}));
   // The unfused form is differentiable twice.
   EXPECT_TRUE(gradgradcheck_ok(
       [&](const std::vector<Tensor>& in) { return tg::attention_unfused(in[0], in[1], in[2], {.causal = true}).output; },

@@ -22,6 +22,17 @@ TEST(Errors, ShapeMismatches) {
   EXPECT_TRUE(throws_with([&] { tg::masked_fill(a, tg::ones({2, 1, 3}).to(tg::kBool), 0); }, {"masked_fill", "[2, 1, 3]"}));
   EXPECT_TRUE(throws_with([&] { tg::layer_norm(a, 1, tg::ones({2})); }, {"layer_norm", "weight", "[2]", "[3]"}));
   EXPECT_TRUE(throws_with([&] { tg::layer_norm(a, 3); }, {"layer_norm", "normalized_ndim 3"}));
+  EXPECT_TRUE(throws_with([&] { tg::rms_norm(a, tg::ones({2})); }, {"rms_norm", "weight", "[2]", "[3]"}));
+  EXPECT_TRUE(throws_with([&] { tg::rms_norm(a, tg::ones({3}, tg::kFloat64)); }, {"rms_norm", "weight", "float64"}));
+  EXPECT_TRUE(throws_with([&] { tg::rms_norm(a, {}, 0.0); }, {"rms_norm", "eps"}));
+  EXPECT_TRUE(throws_with([&] { tg::rms_norm(tg::ones({2, 3}, tg::kInt64)); }, {"rms_norm"}));
+  EXPECT_TRUE(throws_with([&] { tg::rotary_embedding(a, tg::ones({2, 1}), tg::ones({2, 1})); }, {"rotary_embedding", "d even"}));
+  EXPECT_TRUE(throws_with([&] { tg::rotary_embedding(tg::ones({2, 4}), tg::ones({2, 1}), tg::ones({2, 2})); },
+                          {"rotary_embedding", "cos", "[2, 1]", "[2, 2]"}));
+  EXPECT_TRUE(throws_with([&] { tg::rotary_embedding(tg::ones({2, 4}), tg::ones({2, 2}), tg::ones({3, 2})); },
+                          {"rotary_embedding", "sin", "[3, 2]"}));
+  EXPECT_TRUE(throws_with([&] { tg::repeat_kv(a, 2); }, {"repeat_kv", "[2, 3]"}));
+  EXPECT_TRUE(throws_with([&] { tg::repeat_kv(tg::ones({1, 2, 3, 4}), 0); }, {"repeat_kv", "n_rep"}));
   EXPECT_TRUE(throws_with([&] { tg::bias_act(a, tg::ones({2}), tg::Activation::Relu); }, {"bias_act", "[2]", "[2, 3]"}));
 }
 

@@ -356,6 +356,34 @@ TEST_P(Forward, LayerNormAgainstFormula) {
   EXPECT_TRUE(close(y, want, t, t));
 }
 
+TEST_P(Forward, RmsNormAgainstFormula) {
+  Tensor x = tg::uniform({37, 48}, -3, 3, GetParam()), w = tg::uniform({48}, 0.5, 1.5, GetParam());
+  Tensor y = tg::rms_norm(x, w, 1e-6);
+  std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), want;
+  for (int r = 0; r < 37; ++r) {
+    double ms = 0;
+    for (int i = 0; i < 48; ++i) ms += xv[r * 48 + i] * xv[r * 48 + i] / 48;
+    for (int i = 0; i < 48; ++i) want.push_back(xv[r * 48 + i] / std::sqrt(ms + 1e-6) * wv[i]);
+  }
+  const double t = GetParam() == tg::kFloat32 ? 1e-5 : 1e-12;
+  EXPECT_TRUE(close(y, want, t, t));
+}
+
+TEST_P(Forward, RotaryEmbeddingAgainstFormula) {
+  // [2, 3, T 5, d 10]: vector body and scalar tail of the half (5) on every path.
+  Tensor x = tg::uniform({2, 3, 5, 10}, -2, 2, GetParam()), ang = tg::uniform({5, 5}, -4, 4, tg::kFloat64);
+  Tensor y = tg::rotary_embedding(x, tg::cos(ang).to(GetParam()), tg::sin(ang).to(GetParam()));
+  std::vector<double> xv = x.to_vector<double>(), av = ang.to_vector<double>(), want(xv.size());
+  for (size_t r = 0; r < xv.size() / 10; ++r)
+    for (int i = 0; i < 5; ++i) {
+      const double a = av[(r % 5) * 5 + i], x1 = xv[r * 10 + i], x2 = xv[r * 10 + i + 5];
+      want[r * 10 + i] = x1 * std::cos(a) - x2 * std::sin(a);
+      want[r * 10 + i + 5] = x2 * std::cos(a) + x1 * std::sin(a);
+    }
+  const double t = GetParam() == tg::kFloat32 ? 1e-5 : 1e-12;
+  EXPECT_TRUE(close(y, want, t, t));
+}
+
 TEST_P(Forward, BiasActivationMatchesComposition) {
   Tensor x = tg::uniform({70, 33}, -3, 3, GetParam()), b = tg::uniform({33}, -1, 1, GetParam());
   const double t = tol() * 10;

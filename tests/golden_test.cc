@@ -1,7 +1,7 @@
 // Golden test: forward values and gradients of a sample of ops against PyTorch.
 //
 // tests/golden/ops_golden.txt is written by tests/golden/make_golden.py (run it with
-// /usr/bin/python3, which has torch). Every case there holds the inputs in0, in1, ..., a weight w,
+// a Python with PyTorch 2.4 or newer). Every case there holds the inputs in0, in1, ..., a weight w,
 // torch's output and, for each float input K, gradK = d((out * w).sum()) / d(inK). Each case must
 // have exactly one entry in kCases below (and vice versa): adding a case is one line here and
 // one in make_golden.py.
@@ -92,6 +92,18 @@ const std::vector<std::pair<std::string, CaseFn>>& case_table() {
       {"nll_loss", [](const Inputs& x) { return tg::nll_loss(x[0], x[1], -100); }},
       {"bce_with_logits", [](const Inputs& x) { return tg::binary_cross_entropy_with_logits(x[0], x[1]); }},
       {"layer_norm_affine", [](const Inputs& x) { return tg::layer_norm(x[0], 1, x[1], x[2], 1e-5); }},
+      {"rms_norm_affine", [](const Inputs& x) { return tg::rms_norm(x[0], x[1], 1e-6); }},
+      {"rotary_embedding", [](const Inputs& x) {
+         // Angles position x 10000^(-2i/d) at the positions in x[1], as make_golden.py's rotary().
+         const int64_t d = x[0].size(-1), T = x[1].numel();
+         std::vector<double> ang;
+         for (int64_t t = 0; t < T; ++t)
+           for (int64_t i = 0; i < d / 2; ++i)
+             ang.push_back(static_cast<double>(x[1].data<int64_t>()[t]) / std::pow(10000.0, 2.0 * i / d));
+         Tensor a = tg::from_vector(ang, {T, d / 2}, tg::kFloat64);
+         return tg::rotary_embedding(x[0], tg::cos(a), tg::sin(a));
+       }},
+      {"sdpa_gqa_causal", [](const Inputs& x) { return tg::flash_attention(x[0], x[1], x[2], {.causal = true}); }},
       // Selection (bool masks are stored as int64 0/1).
       {"where_bcast", [](const Inputs& x) { return tg::where(tg::to(x[0], tg::kBool), x[1], x[2]); }},
       {"masked_fill_bcast", [](const Inputs& x) { return tg::masked_fill(x[0], tg::to(x[1], tg::kBool), -1.5); }},

@@ -174,6 +174,12 @@ TEST_F(Gradcheck, NN) {
   GC(tg::layer_norm(in[0], 1, in[1], in[2]), leaf({4, 6}), leaf({6}), leaf({6}));
   GC(tg::layer_norm(in[0], 2), leaf({2, 3, 4}));
   GC(tg::layer_norm(in[0], 1, in[1]), leaf({2, 3, 4}), leaf({4}));
+  GC(tg::rms_norm(in[0], in[1]), leaf({2, 3, 6}), leaf({6}));
+  GC(tg::rms_norm(in[0], Tensor(), 1e-3), leaf({5, 7}));
+  // Rotary embedding: the angles are constants, the input gets the gradient.
+  Tensor ang = tg::uniform({5, 3}, -3, 3, tg::kFloat64);
+  GC(tg::rotary_embedding(in[0], tg::cos(ang), tg::sin(ang)), leaf({2, 3, 5, 6}));
+  GC(tg::repeat_kv(in[0], 3), leaf({2, 2, 3, 4}));
   tg::manual_seed(7);
   Tensor d = leaf({4, 5});
   GC((tg::manual_seed(3), tg::dropout(in[0], 0.3)), d);
@@ -226,6 +232,9 @@ TEST_F(Gradcheck, GradOfGrad) {
   GGC(tg::log_softmax(in[0], 0), a);
   GGC(tg::cross_entropy(in[0], tg::from_vector<int64_t>({0, 2}, {2})), a);
   GGC(tg::layer_norm(in[0], 1, in[1]), a, b);
+  GGC(tg::rms_norm(in[0], in[1]), a, b);
+  Tensor ang = tg::uniform({2, 2}, -3, 3, tg::kFloat64);
+  GGC(tg::square(tg::rotary_embedding(in[0], tg::cos(ang), tg::sin(ang))), leaf({3, 2, 4}));
 }
 
 TEST_F(Gradcheck, FiniteDifferencesCatchAWrongGradient) {

@@ -92,6 +92,10 @@ std::vector<OpInfo> structured_ops() {
   ops.push_back({"cross_entropy", [](const std::vector<Tensor>& x) { return tg::cross_entropy(x[0], x[1]); }, {f({4, 5}), i64({4}, 5)}});
   ops.push_back({"nll_loss", [](const std::vector<Tensor>& x) { return tg::nll_loss(x[0], x[1]); }, {tg::log_softmax(f({4, 5})), i64({4}, 5)}});
   ops.push_back({"layer_norm", [](const std::vector<Tensor>& x) { return tg::layer_norm(x[0], 1, x[1], x[2]); }, {f({4, 3}), f({3}), f({3})}});
+  ops.push_back({"rms_norm", [](const std::vector<Tensor>& x) { return tg::rms_norm(x[0], x[1]); }, {f({4, 3}), f({3})}});
+  ops.push_back({"rotary_embedding", [](const std::vector<Tensor>& x) { return tg::rotary_embedding(x[0], x[1], x[2]); },
+                 {f({3, 4}), f({3, 2}), f({3, 2})}});
+  ops.push_back({"repeat_kv", [](const std::vector<Tensor>& x) { return tg::repeat_kv(x[0], 2); }, {f({1, 2, 3, 4})}});
   ops.push_back({"bias_act", [](const std::vector<Tensor>& x) { return tg::bias_act(x[0], x[1], tg::Activation::Relu); }, {f({4, 3}), f({3})}});
   ops.push_back({"masked_fill", [](const std::vector<Tensor>& x) { return tg::masked_fill(x[0], x[1], 0.0); }, {f({2, 3}), tg::gt(f({2, 3}), 0.0)}});
   ops.push_back({"where", [](const std::vector<Tensor>& x) { return tg::where(x[0], x[1], x[2]); }, {tg::gt(f({2, 3}), 0.0), f({2, 3}), f({3})}});

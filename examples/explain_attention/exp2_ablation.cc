@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "../translator.h"
 #include "common.h"
 
 namespace explain {
@@ -24,20 +25,6 @@ namespace explain {
 using tg::Tensor;
 
 namespace {
-
-// Freezes every W_Q, W_K, W_V (weights and biases); with identity, first sets them to I and 0.
-void fix_projections(tg::Module& m, bool identity) {
-  for (auto& [n, p] : m.named_parameters()) {
-    const bool proj = n.find(".w_q.") != std::string::npos || n.find(".w_k.") != std::string::npos ||
-                      n.find(".w_v.") != std::string::npos;
-    if (!proj) continue;
-    if (identity) {
-      tg::NoGradGuard ng;
-      p.detach().copy_(n.ends_with(".weight") ? tg::eye(p.size(0)) : tg::zeros(p.shape()));
-    }
-    m.freeze_parameter(n);
-  }
-}
 
 enum class Variant { Learned, Identity, Frozen };
 const char* const kVariantNames[] = {"learned", "identity", "frozen random"};
@@ -116,7 +103,7 @@ LookupResult train_lookup(Lookup lookup, Variant variant, uint64_t seed, int64_t
     tg::normal_(lm.tok_embed->weight, 0.0, 1.0);
     tg::normal_(lm.pos_embed->weight, 0.0, 1.0);
   }
-  if (variant != Variant::Learned) fix_projections(lm, variant == Variant::Identity);
+  if (variant != Variant::Learned) translator::fix_projections(lm, variant == Variant::Identity ? "identity" : "frozen");
   const double lr = 3e-3;
   tg::AdamW opt(lm.named_parameters(), {.lr = lr, .weight_decay = 0.01});
   tg::Generator g(seed * 7919 + (lookup == Lookup::Next ? 1 : 0));
@@ -190,8 +177,10 @@ void exp2_ablation(Context& ctx, tg::report::Html& html) {
   const double lookup_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // The translator: identity and frozen random against experiment 1's learned models, seed by seed.
-  const std::vector<Run> identity = train_seeds(ctx, ctx.de_en, "identity", [](tg::Transformer& m) { fix_projections(m, true); });
-  const std::vector<Run> frozen = train_seeds(ctx, ctx.de_en, "frozen_random", [](tg::Transformer& m) { fix_projections(m, false); });
+  const std::vector<Run> identity =
+      train_seeds(ctx, ctx.de_en, "identity", [](tg::Transformer& m) { translator::fix_projections(m, "identity"); });
+  const std::vector<Run> frozen =
+      train_seeds(ctx, ctx.de_en, "frozen_random", [](tg::Transformer& m) { translator::fix_projections(m, "frozen"); });
   const Stat tr[3] = {valid_losses(ctx.learned_runs), valid_losses(identity), valid_losses(frozen)};
 
   std::vector<std::vector<std::string>> rows;

@@ -107,12 +107,13 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, T* lse, int64_t
 }
 
 // Backward for one (batch, head). Given o, lse and do (the output's gradient), writes dq, dk, dv
-// (each overwritten). Key blocks outside, query blocks inside: dk and dv of a key block are
+// (each overwritten; dk and dv added to instead when accumulate is set: the query heads of a
+// group that share one key/value head, in grouped-query attention). Key blocks outside, query blocks inside: dk and dv of a key block are
 // finished before moving on; dq accumulates across key blocks in its own buffer.
 template <class T>
 void attention_backward(const T* q, const T* k, const T* v, const T* o, const T* lse, const T* dout, T* dq, T* dk,
                         T* dvv, int64_t Tq, int64_t Sk, int64_t d, int64_t dv, T scale, const AttnMask& mask,
-                        AttnScratch<T>& w, std::vector<T>& drow) {
+                        AttnScratch<T>& w, std::vector<T>& drow, bool accumulate = false) {
   using B = xsimd::batch<T>;
   constexpr int64_t L = static_cast<int64_t>(B::size);
   w.reserve(dv, d);
@@ -127,8 +128,10 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
     drow[t] = s + xsimd::hadd(acc);
   }
   std::fill(dq, dq + Tq * d, T(0));
-  std::fill(dk, dk + Sk * d, T(0));
-  std::fill(dvv, dvv + Sk * dv, T(0));
+  if (!accumulate) {
+    std::fill(dk, dk + Sk * d, T(0));
+    std::fill(dvv, dvv + Sk * dv, T(0));
+  }
   for (int64_t j0 = 0; j0 < Sk; j0 += kAttnBlockK) {
     const int64_t bk = std::min(kAttnBlockK, Sk - j0);
     // Earlier queries see none of these keys.

@@ -134,6 +134,95 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   });
 }
 
+// RMS norm: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) saved per row; w may be null.
+template <class T>
+void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t D, T eps) {
+  using V = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(V::size);
+  parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * D;
+      T* yr = y + r * D;
+      V vs(T(0));
+      T s = 0;
+      int64_t i = 0;
+      for (; i + L <= D; i += L) {
+        const V v = V::load_unaligned(xr + i);
+        vs = xsimd::fma(v, v, vs);
+      }
+      for (; i < D; ++i) s += xr[i] * xr[i];
+      s += xsimd::hadd(vs);
+      const T rs = T(1) / std::sqrt(s / static_cast<T>(D) + eps);
+      rstd[r] = rs;
+      i = 0;
+      for (; i + L <= D; i += L) {
+        V v = V::load_unaligned(xr + i) * V(rs);
+        if (w) v = v * V::load_unaligned(w + i);
+        v.store_unaligned(yr + i);
+      }
+      for (; i < D; ++i) yr[i] = w ? xr[i] * rs * w[i] : xr[i] * rs;
+    }
+  });
+}
+
+// dx = rstd (dxhat - xhat mean(dxhat xhat)), xhat = x rstd, dxhat = dy w; dw = sum over rows of
+// dy xhat (overwritten). dx or dw may be null. Partial dw per block of a fixed number of rows,
+// added in block order: the sum does not depend on the thread count.
+template <class T>
+void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows, int64_t D) {
+  using V = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(V::size);
+  constexpr int64_t kRowBlock = 32;
+  const int64_t nblocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<T> pw(dw ? static_cast<size_t>(nblocks * D) : 0);
+  parallel_for(0, nblocks, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(kRowBlock * D, 1)), [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      T* bw = dw ? pw.data() + blk * D : nullptr;
+      if (bw) std::fill(bw, bw + D, T(0));
+      for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
+        const T* xr = x + r * D;
+        const T* gr = dy + r * D;
+        const V vrs(rstd[r]);
+        V s2v(T(0));
+        T s2 = 0;
+        int64_t i = 0;
+        for (; i + L <= D; i += L) {
+          const V g = V::load_unaligned(gr + i);
+          const V xh = V::load_unaligned(xr + i) * vrs;
+          const V dxh = w ? g * V::load_unaligned(w + i) : g;
+          s2v = xsimd::fma(dxh, xh, s2v);
+          if (bw) xsimd::fma(g, xh, V::load_unaligned(bw + i)).store_unaligned(bw + i);
+        }
+        for (; i < D; ++i) {
+          const T xh = xr[i] * rstd[r];
+          s2 += gr[i] * (w ? w[i] : T(1)) * xh;
+          if (bw) bw[i] += gr[i] * xh;
+        }
+        if (!dx) continue;
+        s2 = (s2 + xsimd::hadd(s2v)) / static_cast<T>(D);
+        T* dr = dx + r * D;
+        const V vs2(s2);
+        i = 0;
+        for (; i + L <= D; i += L) {
+          const V g = V::load_unaligned(gr + i);
+          const V xh = V::load_unaligned(xr + i) * vrs;
+          const V dxh = w ? g * V::load_unaligned(w + i) : g;
+          (vrs * (dxh - xh * vs2)).store_unaligned(dr + i);
+        }
+        for (; i < D; ++i) {
+          const T xh = xr[i] * rstd[r];
+          dr[i] = rstd[r] * (gr[i] * (w ? w[i] : T(1)) - xh * s2);
+        }
+      }
+    }
+  });
+  if (!dw) return;
+  parallel_for(0, D, std::max<int64_t>(L, kParallelGrain / std::max<int64_t>(nblocks, 1)), [&](int64_t c0, int64_t c1) {
+    std::fill(dw + c0, dw + c1, T(0));
+    for (int64_t blk = 0; blk < nblocks; ++blk) binary_run(dw + c0, 1, pw.data() + blk * D + c0, 1, dw + c0, c1 - c0, Add{});
+  });
+}
+
 // y = act(x + b) over rows of length D.
 template <class T, class Act>
 void bias_act_forward(const T* x, const T* b, T* y, int64_t rows, int64_t D, Act act) {

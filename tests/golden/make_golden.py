@@ -1,7 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes tests/golden/ops_golden.txt: forward values and gradients of a sample of ops, from PyTorch.
 
-Run with Debian's interpreter (it has torch):  /usr/bin/python3 tests/golden/make_golden.py
+Run with PyTorch 2.4 or newer (F.rms_norm, enable_gqa; PyPI's):  python3 tests/golden/make_golden.py
+(the file in the repository was written by torch 2.15 from PyPI)
 
 Format (one record per line, fields separated by single spaces):
     case NAME
@@ -118,6 +119,25 @@ case("where_bcast", [ints([1, 0, 1], (3, 1)), randn(3, 4), randn(4)],
      lambda c, a, b: torch.where(c.to(torch.bool), a, b))
 case("masked_fill_bcast", [randn(3, 4), ints([0, 1, 1, 0])],
      lambda x, m: x.masked_fill(m.to(torch.bool), -1.5))
+
+
+# ---- Modern decoders (Llama family): RMS norm, rotary positions, grouped-query attention --------
+case("rms_norm_affine", [randn(2, 3, 6) * 2.0, randn(6)], lambda x, w: F.rms_norm(x, (6,), w, eps=1e-6))
+
+
+def rotary(x, pos):
+    """Hugging Face Llama's apply_rotary_pos_emb (rotate_half), theta 10000, in float64."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = pos.to(torch.float64)[:, None] * inv_freq[None, :]
+    emb = torch.cat([ang, ang], dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos() + torch.cat([-x2, x1], dim=-1) * emb.sin()
+
+
+case("rotary_embedding", [randn(1, 2, 5, 8), ints([3, 4, 5, 6, 7])], rotary)
+case("sdpa_gqa_causal", [randn(2, 4, 5, 3), randn(2, 2, 5, 3), randn(2, 2, 5, 3)],
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
 
 
 def fmt_tensor(role, t):
