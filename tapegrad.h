@@ -30,6 +30,7 @@
 #include "models/bert.h"
 #include "models/generate.h"
 #include "models/layers.h"
+#include "models/llama.h"
 #include "models/module.h"
 #include "models/module_io.h"
 #include "models/transformer.h"

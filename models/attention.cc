@@ -48,7 +48,14 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     return {flash_attention(q, k, v, {.causal = m.causal, .causal_offset = m.causal_offset, .mask = mask, .scale = s}),
             Tensor()};
 
-  // The same from generic ops, as written in the paper.
+  // The same from generic ops, as written in the paper; grouped-query keys and values repeated.
+  if (q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim() && k.size(-3) != q.size(-3)) {
+    TG_CHECK(k.size(-3) > 0 && q.size(-3) % k.size(-3) == 0 && v.size(-3) == k.size(-3), "scaled_dot_product_attention",
+             "q has {} heads but k and v have {} and {} (grouped-query attention needs a multiple)", q.size(-3),
+             k.size(-3), v.size(-3));
+    return scaled_dot_product_attention(q, repeat_kv(k, q.size(-3) / k.size(-3)), repeat_kv(v, q.size(-3) / k.size(-3)), m,
+                                        need_weights, dropout_p, scale);
+  }
   Tensor scores = matmul(q, k, false, true) * s;  // Q Kᵀ / √d_k   [..., T, S]
   if (m.causal) {
     Tensor c = causal_mask(q.size(-2), k.size(-2), m.causal_offset);
@@ -71,15 +78,23 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, double p, bool bias)
-    : d_model(d), num_heads(h), d_k(h > 0 ? d / h : 0), attn_dropout(p) {
-  TG_CHECK(d > 0 && h > 0 && d % h == 0, "MultiHeadAttention",
-           "d_model ({}) must be a positive multiple of num_heads ({})", d, h);
-  TG_CHECK(p >= 0 && p < 1, "MultiHeadAttention", "attention dropout must be in [0, 1), got {}", p);
-  w_q = register_module("w_q", std::make_shared<Linear>(d, d, bias));
-  w_k = register_module("w_k", std::make_shared<Linear>(d, d, bias));
-  w_v = register_module("w_v", std::make_shared<Linear>(d, d, bias));
-  w_o = register_module("w_o", std::make_shared<Linear>(d, d, bias));
-  // Xavier-uniform projections (each its own [d, d] matrix) and zero biases.
+    : MultiHeadAttention(AttentionConfig{.d_model = d, .heads = h, .qkv_bias = bias, .out_bias = bias, .attn_dropout = p}) {}
+
+MultiHeadAttention::MultiHeadAttention(const AttentionConfig& c)
+    : d_model(c.d_model), num_heads(c.heads), num_kv_heads(c.kv_heads > 0 ? c.kv_heads : c.heads),
+      d_k(c.head_dim > 0 ? c.head_dim : (c.heads > 0 ? c.d_model / c.heads : 0)), attn_dropout(c.attn_dropout) {
+  const int64_t d = c.d_model, h = c.heads;
+  TG_CHECK(d > 0 && h > 0 && (c.head_dim > 0 || d % h == 0), "MultiHeadAttention",
+           "d_model ({}) must be a positive multiple of num_heads ({}) unless head_dim is given", d, h);
+  TG_CHECK(c.head_dim >= 0 && c.kv_heads >= 0 && h % num_kv_heads == 0, "MultiHeadAttention",
+           "num_heads ({}) must be a multiple of the key/value heads ({}), head_dim ({}) >= 0", h, num_kv_heads, c.head_dim);
+  TG_CHECK(c.attn_dropout >= 0 && c.attn_dropout < 1, "MultiHeadAttention", "attention dropout must be in [0, 1), got {}",
+           c.attn_dropout);
+  w_q = register_module("w_q", std::make_shared<Linear>(d, h * d_k, c.qkv_bias));
+  w_k = register_module("w_k", std::make_shared<Linear>(d, num_kv_heads * d_k, c.qkv_bias));
+  w_v = register_module("w_v", std::make_shared<Linear>(d, num_kv_heads * d_k, c.qkv_bias));
+  w_o = register_module("w_o", std::make_shared<Linear>(h * d_k, d, c.out_bias));
+  // Xavier-uniform projections (each its own matrix) and zero biases.
   for (auto& lin : {w_q, w_k, w_v, w_o}) {
     xavier_uniform_(lin->weight);
     if (lin->bias.defined()) zeros_(lin->bias);
@@ -112,10 +127,15 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
   if (cache && cache->k.defined())
     TG_CHECK(cache->k.size(0) == B, "MultiHeadAttention", "the KVCache holds {} sequences but the input has {} "
              "(reorder the cache when the batch changes)", cache->k.size(0), B);
-  // [B, L, D] -> [B, h, L, d_k]: head i is the i-th slice of width d_k of the projection.
-  auto split_heads = [&](const Tensor& x, int64_t L) { return x.reshape({B, L, num_heads, d_k}).permute({0, 2, 1, 3}); };
+  // [B, L, heads·d_k] -> [B, heads, L, d_k]: head i is the i-th slice of width d_k of the projection.
+  auto split_heads = [&](const Tensor& x, int64_t L, int64_t heads) {
+    return x.reshape({B, L, heads, d_k}).permute({0, 2, 1, 3});
+  };
+  // Rotary positions start after the cached ones (self-attention).
+  const int64_t start = cache && !cache->fixed ? cache->length() : 0;
 
-  Tensor q = split_heads(w_q->forward(x_q), T);   // Q = X_q W_Q
+  Tensor q = split_heads(w_q->forward(x_q), T, num_heads);  // Q = X_q W_Q
+  if (rotary) q = rotary->forward(q, start);
   Tensor k, v;
   AttentionMask m = mask;
   if (reuse) {
@@ -123,8 +143,9 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
     v = cache->v;
   } else {
     const int64_t S = x_kv.size(1);
-    k = split_heads(w_k->forward(x_kv), S);  // K = X_kv W_K
-    v = split_heads(w_v->forward(x_kv), S);  // V = X_kv W_V
+    k = split_heads(w_k->forward(x_kv), S, num_kv_heads);  // K = X_kv W_K
+    v = split_heads(w_v->forward(x_kv), S, num_kv_heads);  // V = X_kv W_V
+    if (rotary) k = rotary->forward(k, start);
     if (cache && !cache->fixed) {  // self-attention: the new keys follow the cached ones
       m.causal_offset += cache->length();
       if (cache->k.defined()) {
@@ -141,7 +162,7 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
   }
   double p = is_training() ? attn_dropout : 0.0;
   AttentionResult heads = scaled_dot_product_attention(q, k, v, m, need_weights, p, scale);
-  Tensor concat = heads.output.permute({0, 2, 1, 3}).reshape({B, T, d_model});  // Concat(head_1..head_h)
+  Tensor concat = heads.output.permute({0, 2, 1, 3}).reshape({B, T, num_heads * d_k});  // Concat(head_1..head_h)
   if (record_weights && heads.weights.defined()) last_weights = heads.weights.detach();
   return {w_o->forward(concat), heads.weights};                                 // ... W_O
 }

@@ -45,9 +45,23 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              const AttentionMask& mask = {}, bool need_weights = false,
                                              double dropout_p = 0.0, double scale = 0.0);
 
+// The shape of a MultiHeadAttention beyond the paper's (d_model, heads): grouped-query attention
+// (Llama 2 70B, Llama 3, Mistral, Qwen2: kv_heads < heads, 1 = multi-query), a head size other
+// than d_model / heads, and which projections have a bias (Qwen2: Q, K and V only; Llama: none).
+struct AttentionConfig {
+  int64_t d_model = 512, heads = 8;
+  int64_t kv_heads = 0;   // key/value heads (0: heads); heads must be a multiple of it
+  int64_t head_dim = 0;   // d_k (0: d_model / heads)
+  bool qkv_bias = true;   // W_Q, W_K, W_V
+  bool out_bias = true;   // W_O
+  double attn_dropout = 0.0;
+};
+
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_model, int64_t num_heads, double attn_dropout = 0.0, bool bias = true);
+  // W_Q [heads·d_k, d_model], W_K and W_V [kv_heads·d_k, d_model], W_O [d_model, heads·d_k].
+  explicit MultiHeadAttention(const AttentionConfig& cfg);
 
   // Self-attention: forward(x, x, mask). Cross-attention: queries from the decoder (x_q [B, T, D]),
   // keys and values from the encoder output (x_kv [B, S, D]). Returns [B, T, D].
@@ -60,13 +74,17 @@ class MultiHeadAttention : public Module {
                                        KVCache* cache = nullptr);
 
   std::string type_name() const override { return "MultiHeadAttention"; }
-  int64_t d_model, num_heads, d_k;
+  int64_t d_model, num_heads, num_kv_heads, d_k;
   double attn_dropout;
   // When set, every forward keeps its weights (detached) in last_weights: for attention maps.
   bool record_weights = false;
   Tensor last_weights;
   double scale = 0.0;  // 0: 1/√d_k (the paper); other values for experiments
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+  // When set, Q and K are rotated by their positions after the projection (the cache's length is
+  // the first new position), before the cache stores K: rotary positions. Shared by the layers
+  // of a model; not a child (it has no parameters).
+  std::shared_ptr<const RotaryEmbedding> rotary;
 
  private:
   AttentionResult run(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask, bool need_weights,

@@ -6,11 +6,11 @@
 #include <map>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "graph/factory.h"
 #include "graph/format.h"
 #include "io/file.h"
+#include "models/hf_config_internal.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape_ops.h"
@@ -18,37 +18,19 @@
 namespace tg {
 
 namespace {
-using nlohmann::json;
-
-// A JSON value in a message: compact and short.
-std::string brief(const nlohmann::json& v) { return clip_for_message(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)); }
-
-// An integer member within [lo, hi]; absent keeps `value`.
-Status read_int(const json& j, const char* key, int64_t lo, int64_t hi, int64_t& value, const std::string& path) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return {};
-  if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
-    return io_error("{}: {} = {} (expected a whole number in [{}, {}])", path, key, brief(*it), lo, hi);
-  value = it->get<int64_t>();
-  return {};
-}
+using hf::brief;
+using hf::json;
+using hf::read_int;
 
 Status read_prob(const json& j, const char* key, double& value, const std::string& path) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return {};
-  if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() < 1))
-    return io_error("{}: {} = {} (expected a probability in [0, 1))", path, key, brief(*it));
-  value = it->get<double>();
-  return {};
+  return hf::read_number(j, key, 0, 1, value, path, /*lo_closed=*/true);
 }
 }  // namespace
 
 Result<BertConfig> BertConfig::from_json(const std::string& path) {
-  Result<std::string> bytes = read_file(path);
-  if (!bytes.ok()) return bytes.status();
-  if (json_depth(*bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply for a config.json", path);
-  const json j = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return io_error("{}: not a JSON object (a Hugging Face config.json was expected)", path);
+  Result<json> parsed = hf::read_config(path);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
   if (auto t = j.find("model_type"); t != j.end() && !(t->is_string() && t->get<std::string>() == "bert"))
     return io_error("{}: model_type {} is not supported (expected \"bert\")", path, brief(*t));
   BertConfig c;

@@ -180,4 +180,78 @@ Tensor LearnedPositionalEmbedding::forward(const Tensor& x, int64_t start) const
   return add(x, weight.narrow(0, start, T));
 }
 
+RMSNorm::RMSNorm(int64_t d, double e) : dim(d), eps(e) {
+  TG_CHECK(d > 0, "RMSNorm", "dim must be positive, got {}", d);
+  TG_CHECK(e > 0 && std::isfinite(e), "RMSNorm", "eps must be positive and finite, got {}", e);
+  weight = register_parameter("weight", ones({d}));
+}
+
+namespace {
+// transformers' _compute_llama3_parameters, element by element, in T's arithmetic.
+template <class T>
+T llama3_scaled(T inv, const RopeScaling& s) {
+  const T pi = static_cast<T>(3.14159265358979323846);
+  const T old_len = static_cast<T>(s.original_max_position), factor = static_cast<T>(s.factor);
+  const T low = static_cast<T>(s.low_freq_factor), high = static_cast<T>(s.high_freq_factor);
+  const T wavelen = T(2) * pi / inv;
+  const T low_wavelen = old_len / low, high_wavelen = old_len / high;
+  if (wavelen > low_wavelen) return inv / factor;
+  if (wavelen < high_wavelen) return inv;
+  const T smooth = (old_len / wavelen - low) / (high - low);
+  return (T(1) - smooth) * inv / factor + smooth * inv;
+}
+}  // namespace
+
+RotaryEmbedding::RotaryEmbedding(int64_t d, double th, const RopeScaling& sc) : head_dim(d), theta(th), scaling(sc) {
+  TG_CHECK(d > 0 && d % 2 == 0, "RotaryEmbedding", "head_dim must be even and positive, got {}", d);
+  TG_CHECK(th > 1 && std::isfinite(th), "RotaryEmbedding", "rope_theta must be > 1 and finite, got {}", th);
+  if (sc.factor != 0)
+    TG_CHECK(sc.factor >= 1 && std::isfinite(sc.factor) && sc.original_max_position > 0 && sc.low_freq_factor > 0 &&
+                 sc.high_freq_factor > sc.low_freq_factor && std::isfinite(sc.high_freq_factor),
+             "RotaryEmbedding", "llama3 rope scaling needs factor >= 1, original_max_position_embeddings > 0 and "
+             "0 < low_freq_factor < high_freq_factor; got {}, {}, {} and {}", sc.factor, sc.original_max_position,
+             sc.low_freq_factor, sc.high_freq_factor);
+  for (int64_t i = 0; i < d / 2; ++i) {
+    double inv = 1.0 / std::pow(th, static_cast<double>(2 * i) / static_cast<double>(d));
+    // transformers: 1.0 / (base ** (arange(0, d, 2).float() / d)) in float32.
+    float inv32 = 1.0f / std::pow(static_cast<float>(th), static_cast<float>(2 * i) / static_cast<float>(d));
+    if (sc.factor != 0) {
+      inv = llama3_scaled(inv, sc);
+      inv32 = llama3_scaled(inv32, sc);
+    }
+    inv_freq.push_back(inv);
+    inv_freq32.push_back(inv32);
+  }
+}
+
+RotaryEmbedding::Tables RotaryEmbedding::tables(int64_t start, int64_t T, DType dtype) const {
+  TG_CHECK(start >= 0 && T >= 0, "RotaryEmbedding", "positions must be >= 0, got {} .. {}", start, start + T - 1);
+  TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "RotaryEmbedding", "tables are float32 or float64, not {}", dtype);
+  std::lock_guard<std::mutex> lock(memo_->mu);
+  if (memo_->start == start && memo_->T == T && memo_->dtype == dtype) return memo_->t;
+  const int64_t h = head_dim / 2;
+  std::vector<double> c(static_cast<size_t>(T * h)), s(c.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < h; ++i) {
+      // float32: the angle rounded as transformers makes it (float32 position times float32
+      // frequency), its cosine and sine then rounded once.
+      const double a = dtype == kFloat64 ? static_cast<double>(start + t) * inv_freq[i]
+                                         : static_cast<double>(static_cast<float>(start + t) * inv_freq32[i]);
+      c[t * h + i] = std::cos(a);
+      s[t * h + i] = std::sin(a);
+    }
+  memo_->t = {from_vector(c, {T, h}, dtype), from_vector(s, {T, h}, dtype)};
+  memo_->start = start;
+  memo_->T = T;
+  memo_->dtype = dtype;
+  return memo_->t;
+}
+
+Tensor RotaryEmbedding::forward(const Tensor& x, int64_t start) const {
+  TG_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == head_dim, "RotaryEmbedding",
+           "input of shape {} must be [..., T, {}]", x.defined() ? x.shape() : Shape{}, head_dim);
+  const Tables t = tables(start, x.size(-2), x.dtype() == kFloat64 ? kFloat64 : kFloat32);
+  return rotary_embedding(x, t.cos, t.sin);
+}
+
 }  // namespace tg

@@ -3,6 +3,8 @@
 // PyTorch uses (all drawing from tg::manual_seed's generator, so a seed fixes every weight).
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "module.h"
 #include "../ops/nn.h"
@@ -72,6 +74,18 @@ class LayerNorm : public Module {
   Tensor weight, bias;
 };
 
+// y = x / sqrt(mean(x²) + eps) * weight over the last dim (Llama, Mistral, Qwen2): LayerNorm
+// without the centring and the bias. weight starts at 1.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6);
+  Tensor forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+  std::string type_name() const override { return "RMSNorm"; }
+  int64_t dim;
+  double eps;
+  Tensor weight;
+};
+
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.1);
@@ -102,6 +116,49 @@ class LearnedPositionalEmbedding : public Module {
   std::string type_name() const override { return "LearnedPositionalEmbedding"; }
   int64_t max_len, dim;
   Tensor weight;
+};
+
+// Llama 3's rescaling of the rotary frequencies for long contexts (config "rope_type": "llama3"):
+// wavelengths longer than original_max_position / low_freq_factor are stretched `factor` times,
+// those shorter than original_max_position / high_freq_factor kept, the ones between blended.
+struct RopeScaling {
+  double factor = 0;  // 0: no scaling
+  double low_freq_factor = 1, high_freq_factor = 4;
+  int64_t original_max_position = 8192;
+};
+
+// Rotary position embedding (RoFormer; Llama, Mistral, Qwen2): position p turns the pair (i, i + d/2)
+// of each query and key head by the angle p · inv_freq[i], inv_freq[i] = theta^(-2i/d). It has no
+// parameters — W_Q and W_K learn to use it — and adds nothing to the values. MultiHeadAttention
+// applies it to Q and K when given one (`rotary`); the scores q·k then depend on the distance
+// between the positions, not on where they are.
+class RotaryEmbedding : public Module {
+ public:
+  RotaryEmbedding(int64_t head_dim, double theta = 10000.0, const RopeScaling& scaling = {});
+  // The cos and sin tables [T, head_dim / 2] of positions start .. start + T - 1, in dtype (float32
+  // as Hugging Face computes them: float32 frequencies times float32 positions; float64 exactly).
+  // The last one made is kept, so the layers of one forward share it.
+  struct Tables {
+    Tensor cos, sin;
+  };
+  Tables tables(int64_t start, int64_t T, DType dtype) const;
+  // x [..., T, head_dim] at positions start .. start + T - 1 -> rotated.
+  Tensor forward(const Tensor& x, int64_t start = 0) const;
+  std::string type_name() const override { return "RotaryEmbedding"; }
+  int64_t head_dim;
+  double theta;
+  RopeScaling scaling;
+  std::vector<double> inv_freq;  // [head_dim / 2], float64
+  std::vector<float> inv_freq32;  // the same in float32 arithmetic, as transformers computes them
+
+ private:
+  struct Memo {
+    std::mutex mu;
+    int64_t start = -1, T = -1;
+    DType dtype = kFloat32;
+    Tables t;
+  };
+  std::shared_ptr<Memo> memo_ = std::make_shared<Memo>();
 };
 
 }  // namespace tg

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Writes tests/golden/decoders/: tiny random Llama-family checkpoints saved by Hugging Face
+transformers, with the logits and greedy continuations tapegrad must reproduce.
+
+Run from the repository root with transformers 5 and PyTorch 2 (PyPI):
+    python3 bench/make_decoder_golden.py
+
+For each model, a folder with config.json and model.safetensors (float32, as save_pretrained
+writes them) and golden.safetensors:
+    prompt  int64 [1, P]      the prompt's ids
+    logits  float32 [1, P, V] the model's logits on the prompt
+    greedy  int64 [64]        64 greedy tokens after the prompt (transformers' generate)
+Models:
+    llama  grouped-query attention (4 query heads, 2 key/value heads), untied head
+    qwen2  biases on Q, K and V, multi-query (4 heads, 1 key/value head), tied head, theta 1e6
+    llama3 Llama 3's rope scaling (rope_type llama3), 8 heads on 2, head_dim 16
+The weights are drawn with a wider spread than the models' default (initializer_range 0.2) and the
+seed is chosen so that at every greedy step the top two logits differ by at least 1e-3: no
+near-ties for float32 rounding to flip.
+"""
+import os
+
+import torch
+from safetensors.torch import save_file
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "decoders")
+NEW = 64
+MARGIN = 1e-3
+
+COMMON = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+              max_position_embeddings=256, initializer_range=0.2, rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2)
+MODELS = {
+    "llama": (LlamaConfig, LlamaForCausalLM, dict(COMMON, num_key_value_heads=2, tie_word_embeddings=False)),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM,
+              dict(COMMON, num_key_value_heads=1, tie_word_embeddings=True, rope_theta=1e6)),
+    "llama3": (LlamaConfig, LlamaForCausalLM,
+               dict(COMMON, num_attention_heads=8, num_key_value_heads=2, head_dim=16, tie_word_embeddings=False,
+                    rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                      original_max_position_embeddings=32), rope_theta=500000.0)),
+}
+
+
+def greedy_with_margin(model, prompt):
+    """64 greedy tokens, and the smallest top-2 logit gap over the steps (recomputed, no cache)."""
+    ids = prompt.clone()
+    smallest = float("inf")
+    for _ in range(NEW):
+        with torch.no_grad():
+            last = model(ids).logits[0, -1]
+        top = torch.topk(last, 2).values
+        smallest = min(smallest, float(top[0] - top[1]))
+        ids = torch.cat([ids, last.argmax().view(1, 1)], dim=1)
+    return ids[0, prompt.shape[1]:], smallest
+
+
+def main():
+    for name, (config_cls, model_cls, kw) in MODELS.items():
+        for seed in range(100):
+            torch.manual_seed(seed)
+            model = model_cls(config_cls(**kw)).eval()
+            prompt = torch.randint(3, kw["vocab_size"], (1, 12))
+            greedy, margin = greedy_with_margin(model, prompt)
+            with torch.no_grad():
+                generated = model.generate(prompt, max_new_tokens=NEW, do_sample=False, min_new_tokens=NEW)[0, 12:]
+            if margin >= MARGIN and torch.equal(generated, greedy):
+                break
+        else:
+            raise SystemExit(f"{name}: no seed in 0..99 gives a top-2 margin >= {MARGIN}")
+        d = os.path.join(OUT, name)
+        os.makedirs(d, exist_ok=True)
+        model.save_pretrained(d)
+        with torch.no_grad():
+            logits = model(prompt).logits
+        save_file({"prompt": prompt.contiguous(), "logits": logits.contiguous(), "greedy": greedy.contiguous()},
+                  os.path.join(d, "golden.safetensors"))
+        for extra in ("generation_config.json",):
+            if os.path.exists(os.path.join(d, extra)):
+                os.remove(os.path.join(d, extra))
+        print(f"{name}: seed {seed}, smallest top-2 margin {margin:.4f}, greedy {greedy[:8].tolist()}...")
+
+
+if __name__ == "__main__":
+    main()

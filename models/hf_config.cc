@@ -1,0 +1,51 @@
+#include "models/hf_config_internal.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "graph/format.h"
+#include "io/file.h"
+
+namespace tg::hf {
+
+std::string brief(const json& v) { return clip_for_message(v.dump(-1, ' ', false, json::error_handler_t::replace)); }
+
+Result<json> read_config(const std::string& path) {
+  Result<std::string> bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  if (json_depth(*bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply for a config.json", path);
+  json j = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return io_error("{}: not a JSON object (a Hugging Face config.json was expected)", path);
+  return j;
+}
+
+Status read_int(const json& j, const char* key, int64_t lo, int64_t hi, int64_t& value, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
+    return io_error("{}: {} = {} (expected a whole number in [{}, {}])", path, key, brief(*it), lo, hi);
+  value = it->get<int64_t>();
+  return {};
+}
+
+Status read_number(const json& j, const char* key, double lo, double hi, double& value, const std::string& path,
+                   bool lo_closed) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  const double v = it->is_number() ? it->get<double>() : std::nan("");
+  if (!(std::isfinite(v) && (lo_closed ? v >= lo : v > lo) && v < hi))
+    return io_error("{}: {} = {} (expected a number in {}{}, {}))", path, key, brief(*it), lo_closed ? "[" : "(", lo, hi);
+  value = v;
+  return {};
+}
+
+Status read_bool(const json& j, const char* key, bool& value, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_boolean()) return io_error("{}: {} = {} (expected true or false)", path, key, brief(*it));
+  value = it->get<bool>();
+  return {};
+}
+
+}  // namespace tg::hf

@@ -1,0 +1,27 @@
+#pragma once
+// Reading Hugging Face config.json files (BertModel, LlamaForCausalLM): parse with a depth limit,
+// and members checked against their ranges, every error naming the file, the key and the value.
+// Library-private (not installed).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io/status.h"
+
+namespace tg::hf {
+
+using nlohmann::json;
+
+// A JSON value in a message: compact and short.
+std::string brief(const json& v);
+// The file as a JSON object, or an error naming it.
+Result<json> read_config(const std::string& path);
+// An integer member within [lo, hi]; absent (or null) keeps `value`.
+Status read_int(const json& j, const char* key, int64_t lo, int64_t hi, int64_t& value, const std::string& path);
+// A number member within (lo, hi) (open), or [lo, hi) with lo_closed; absent (or null) keeps `value`.
+Status read_number(const json& j, const char* key, double lo, double hi, double& value, const std::string& path,
+                   bool lo_closed = false);
+// A boolean member; absent (or null) keeps `value`.
+Status read_bool(const json& j, const char* key, bool& value, const std::string& path);
+
+}  // namespace tg::hf

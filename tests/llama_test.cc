@@ -1,0 +1,161 @@
+// Llama-family decoders: the modules (RMSNorm, rotary positions, grouped-query attention with its
+// cache, SwiGLU) gradchecked in float64, and checkpoints written by Hugging Face transformers
+// (tests/golden/decoders, made by bench/make_decoder_golden.py) giving transformers' logits and
+// greedy continuations, with and without the key/value cache; bad folders refused in one line.
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+
+namespace {
+using namespace tgt;
+namespace fs = std::filesystem;
+
+std::string golden_dir(const std::string& name) { return std::string(TG_TEST_DATA_DIR) + "/golden/decoders/" + name; }
+
+tg::LlamaConfig tiny(int64_t heads = 4, int64_t kv = 2) {
+  return {.vocab = 11, .hidden = 8, .intermediate = 12, .layers = 2, .heads = heads, .kv_heads = kv, .max_positions = 32};
+}
+
+TEST(Llama, ModulesGradcheckInFloat64) {
+  tg::manual_seed(1);
+  tg::RMSNorm norm(6);
+  norm.to(tg::kFloat64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return norm.forward(in[0]); }, {leaf({2, 3, 6})}));
+  tg::SwiGLU ffn(6, 10);
+  ffn.to(tg::kFloat64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return ffn.forward(in[0]); }, {leaf({2, 3, 6})}));
+  // Grouped-query self-attention with rotary positions: gradients to the input and to W_Q, W_K, W_V.
+  tg::MultiHeadAttention attn({.d_model = 8, .heads = 4, .kv_heads = 2, .qkv_bias = true, .out_bias = false});
+  attn.rotary = std::make_shared<tg::RotaryEmbedding>(2);
+  attn.to(tg::kFloat64);
+  EXPECT_EQ(attn.w_k->weight.shape(), Shape({4, 8}));
+  EXPECT_TRUE(gradcheck_ok(
+      [&](const std::vector<Tensor>& in) { return attn.forward(in[0], in[0], {.causal = true}); }, {leaf({2, 5, 8})}));
+  // The whole model in float64: the gradients of layer 0's W_Q, W_K and W_V (through rotary
+  // positions, grouped heads, both layers, the norms and the head) — ordinary parameters.
+  tg::LlamaForCausalLM m(tiny());
+  m.to(tg::kFloat64);
+  const Tensor ids = tg::from_vector<int64_t>({1, 4, 9, 3, 3, 7}, {2, 3});
+  auto& a0 = *(*m.layers)[0]->self_attn;
+  for (tg::Linear* lin : {a0.w_q.get(), a0.w_k.get(), a0.w_v.get()}) {
+    const Tensor original = lin->weight;
+    EXPECT_TRUE(gradcheck_ok(
+        [&](const std::vector<Tensor>& in) {
+          lin->weight = in[0];
+          return m.forward(ids);
+        },
+        {original.detach().clone().requires_grad_()}));
+    lin->weight = original;
+  }
+}
+
+TEST(Llama, KeyValueCacheHoldsTheKeyValueHeadsAndMatchesTheFullForward) {
+  tg::manual_seed(2);
+  tg::LlamaForCausalLM m(tiny(4, 1));  // multi-query
+  m.eval();
+  tg::NoGradGuard ng;
+  Tensor ids = tg::from_vector<int64_t>({1, 4, 9, 3, 3, 7, 2}, {1, 7});
+  Tensor full = m.forward(ids);
+  tg::DecoderCache cache;
+  Tensor first = m.forward(ids.narrow(1, 0, 4), &cache);
+  EXPECT_EQ(cache.self[0].k.shape(), Shape({1, 1, 4, 2}));  // [B, kv_heads, S, head_dim]
+  Tensor rest = m.forward(ids.narrow(1, 4, 3), &cache, /*last_only=*/false);
+  EXPECT_EQ(cache.length, 7);
+  EXPECT_TRUE(close(first, full.narrow(1, 0, 4), 1e-5, 1e-6));
+  EXPECT_TRUE(close(rest, full.narrow(1, 4, 3), 1e-5, 1e-6));
+  EXPECT_TRUE(throws_with([&] { m.forward(tg::zeros({1, 30}, tg::kInt64), &cache); }, {"LlamaForCausalLM", "37", "32"}));
+}
+
+// Greedy continuation of `prompt` by n tokens, with the cache (one token a step) or recomputing.
+std::vector<int64_t> greedy(tg::LlamaForCausalLM& m, const Tensor& prompt, int64_t n, bool use_cache) {
+  tg::NoGradGuard ng;
+  std::vector<int64_t> seq = prompt.to_vector<int64_t>(), out;
+  tg::DecoderCache cache;
+  Tensor next = prompt;
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor logits = use_cache ? m.forward(next, &cache, true)
+                              : m.forward(tg::from_vector<int64_t>(seq, {1, static_cast<int64_t>(seq.size())}), nullptr, true);
+    const int64_t id = tg::argmax(logits.reshape({-1}), 0, false).to_vector<int64_t>()[0];
+    out.push_back(id);
+    seq.push_back(id);
+    next = tg::from_vector<int64_t>({id}, {1, 1});
+  }
+  return out;
+}
+
+class LlamaGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaGolden, LogitsAndGreedyTokensEqualTransformers) {
+  const std::string dir = golden_dir(GetParam());
+  auto m = tg::LlamaForCausalLM::from_pretrained(dir).value();
+  const tg::SafetensorsFile g = tg::load_safetensors(dir + "/golden.safetensors").value();
+  const Tensor prompt = g.tensors.at("prompt");
+  {
+    tg::NoGradGuard ng;
+    EXPECT_TRUE(close(m->forward(prompt), g.tensors.at("logits"), 1e-4, 1e-4));
+  }
+  const std::vector<int64_t> want = g.tensors.at("greedy").to_vector<int64_t>();
+  EXPECT_EQ(greedy(*m, prompt, static_cast<int64_t>(want.size()), true), want);
+  EXPECT_EQ(greedy(*m, prompt, static_cast<int64_t>(want.size()), false), want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LlamaGolden, ::testing::Values("llama", "qwen2", "llama3"));
+
+TEST(Llama, ConfigsOfTheFamilyAreReadAndWhatIsNotImplementedIsRefusedByName) {
+  const fs::path dir = fs::temp_directory_path() / "tg_llama_config";
+  fs::create_directories(dir);
+  auto with = [&](const std::string& text) {
+    std::ofstream(dir / "config.json") << text;
+    return tg::LlamaConfig::from_json((dir / "config.json").string());
+  };
+  const std::string base = R"("vocab_size": 11, "hidden_size": 8, "intermediate_size": 12, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64)";
+  tg::Result<tg::LlamaConfig> hub = with(R"({"model_type": "llama", )" + base +
+                                         R"(, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+    "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32}})");
+  ASSERT_TRUE(hub.ok()) << hub.status().message();
+  EXPECT_EQ(hub->rope_theta, 500000.0);
+  EXPECT_EQ(hub->rope_scaling.factor, 8.0);
+  EXPECT_EQ(hub->rope_scaling.original_max_position, 32);
+  tg::Result<tg::LlamaConfig> qwen = with(R"({"model_type": "qwen2", )" + base + R"(, "sliding_window": 16, "use_sliding_window": false})");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().message();
+  EXPECT_TRUE(qwen->attention_bias);
+  auto refused = [&](const std::string& extra, std::vector<std::string> words, const char* type = "llama") {
+    tg::Result<tg::LlamaConfig> r = with(std::string(R"({"model_type": ")") + type + "\", " + base + extra + "}");
+    if (r.ok()) return ::testing::AssertionFailure() << extra << " was accepted";
+    for (const std::string& w : words)
+      if (r.status().message().find(w) == std::string::npos)
+        return ::testing::AssertionFailure() << "'" << w << "' not in: " << r.status().message();
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(refused(R"(, "sliding_window": 16)", {"sliding_window 16", "64"}, "mistral"));
+  EXPECT_TRUE(refused(R"(, "sliding_window": 16, "use_sliding_window": true)", {"sliding_window"}, "qwen2"));
+  EXPECT_TRUE(refused(R"(, "num_local_experts": 8)", {"num_local_experts", "experts"}));
+  EXPECT_TRUE(refused(R"(, "partial_rotary_factor": 0.5)", {"partial_rotary_factor"}));
+  EXPECT_TRUE(refused(R"(, "hidden_act": "gelu")", {"hidden_act", "gelu"}));
+  EXPECT_TRUE(refused(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0})", {"rope_scaling", "yarn"}));
+  EXPECT_TRUE(refused(R"(, "num_key_value_heads": 3)", {"num_key_value_heads 3"}));
+  EXPECT_TRUE(refused(R"(, "rms_norm_eps": -1)", {"rms_norm_eps", "-1"}));
+  EXPECT_TRUE(refused("", {"model_type", "gpt_neox"}, "gpt_neox"));
+  fs::remove_all(dir);
+}
+
+TEST(Llama, AFolderWhoseConfigDoesNotMatchItsWeightsIsRefusedBeforeAllocating) {
+  const fs::path dir = fs::temp_directory_path() / "tg_llama_mismatch";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(golden_dir("llama") + "/model.safetensors", dir / "model.safetensors");
+  std::ifstream in(golden_dir("llama") + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"intermediate_size\": 96");
+  ASSERT_NE(at, std::string::npos);
+  std::ofstream(dir / "config.json") << text.replace(at, 23, "\"intermediate_size\": 960000");
+  auto r = tg::LlamaForCausalLM::from_pretrained(dir.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("mlp.gate_proj.weight"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("intermediate_size"), std::string::npos) << r.status().message();
+  fs::remove_all(dir);
+}
+
+}  // namespace
