@@ -1,7 +1,6 @@
 #include "models/bert.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 
@@ -158,18 +157,9 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
   // The configuration against the file's shapes before anything of the configuration's size is
   // built: every tensor the configuration implies must be in the file with that shape, so a
   // config.json that does not belong to these weights is named, never allocated.
-  std::map<std::string, Shape> shapes;
-  int64_t file_layers = 0;
-  for (const auto& [name, dtype, shape, loads_as] : file->tensors()) {
-    std::string n = name.rfind("bert.", 0) == 0 ? name.substr(5) : name;
-    if (n.rfind("encoder.layer.", 0) == 0) {
-      int64_t i = -1;
-      const char* first = n.c_str() + 14;
-      const auto [end, ec] = std::from_chars(first, n.c_str() + n.size(), i);
-      if (ec == std::errc() && end != first && i >= 0 && i < 1024) file_layers = std::max(file_layers, i + 1);
-    }
-    shapes[std::move(n)] = shape;
-  }
+  const hf::HeaderShapes header = hf::header_shapes(*file, "bert.", "encoder.layer.");
+  const std::map<std::string, Shape>& shapes = header.shapes;
+  const int64_t file_layers = header.layers;
   const BertConfig& c = *cfg;
   const int64_t H = c.hidden, I = c.intermediate;
   auto expect = [&](const std::string& name, const Shape& want, const char* keys) -> Status {

@@ -1,5 +1,7 @@
 #include "models/hf_config_internal.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -46,6 +48,21 @@ Status read_bool(const json& j, const char* key, bool& value, const std::string&
   if (!it->is_boolean()) return io_error("{}: {} = {} (expected true or false)", path, key, brief(*it));
   value = it->get<bool>();
   return {};
+}
+
+HeaderShapes header_shapes(const SafetensorsReader& file, const std::string& prefix, const std::string& layer_prefix) {
+  HeaderShapes h;
+  for (const auto& [name, dtype, shape, loads_as] : file.tensors()) {
+    std::string n = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+    if (n.rfind(layer_prefix, 0) == 0) {
+      int64_t i = -1;
+      const char* first = n.c_str() + layer_prefix.size();
+      const auto [end, ec] = std::from_chars(first, n.c_str() + n.size(), i);
+      if (ec == std::errc() && end != first && i >= 0 && i < 1024) h.layers = std::max(h.layers, i + 1);
+    }
+    h.shapes[std::move(n)] = shape;
+  }
+  return h;
 }
 
 }  // namespace tg::hf

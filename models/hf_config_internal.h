@@ -2,10 +2,13 @@
 // Reading Hugging Face config.json files (BertModel, LlamaForCausalLM): parse with a depth limit,
 // and members checked against their ranges, every error naming the file, the key and the value.
 // Library-private (not installed).
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "graph/shape.h"
+#include "io/safetensors.h"
 #include "io/status.h"
 
 namespace tg::hf {
@@ -23,5 +26,14 @@ Status read_number(const json& j, const char* key, double lo, double hi, double&
                    bool lo_closed = false);
 // A boolean member; absent (or null) keeps `value`.
 Status read_bool(const json& j, const char* key, bool& value, const std::string& path);
+
+// A checkpoint's tensor shapes by name, `prefix` removed where a name starts with it ("bert.",
+// "model."), and how many layers it holds: the highest N + 1 over names "<layer_prefix>N." (N < 1024).
+// What from_pretrained compares with config.json before allocating anything.
+struct HeaderShapes {
+  std::map<std::string, Shape> shapes;
+  int64_t layers = 0;
+};
+HeaderShapes header_shapes(const SafetensorsReader& file, const std::string& prefix, const std::string& layer_prefix);
 
 }  // namespace tg::hf

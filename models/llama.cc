@@ -1,7 +1,6 @@
 #include "models/llama.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 
 #include <fmt/format.h>
@@ -216,18 +215,9 @@ Result<std::unique_ptr<LlamaForCausalLM>> LlamaForCausalLM::from_pretrained(cons
   if (!file.ok()) return file.status();
   const LlamaConfig& c = *cfg;
   // Every tensor the configuration implies, with its shape, before anything of that size is built.
-  std::map<std::string, Shape> shapes;
-  int64_t file_layers = 0;
-  for (const auto& [name, dtype, shape, loads_as] : file->tensors()) {
-    std::string n = name.rfind("model.", 0) == 0 ? name.substr(6) : name;
-    if (n.rfind("layers.", 0) == 0) {
-      int64_t i = -1;
-      const char* first = n.c_str() + 7;
-      const auto [end, ec] = std::from_chars(first, n.c_str() + n.size(), i);
-      if (ec == std::errc() && end != first && i >= 0 && i < 1024) file_layers = std::max(file_layers, i + 1);
-    }
-    shapes[std::move(n)] = shape;
-  }
+  const hf::HeaderShapes header = hf::header_shapes(*file, "model.", "layers.");
+  const std::map<std::string, Shape>& shapes = header.shapes;
+  const int64_t file_layers = header.layers;
   const int64_t H = c.hidden, I = c.intermediate, hd = c.head_dim > 0 ? c.head_dim : c.hidden / c.heads;
   const int64_t kv = c.kv_heads > 0 ? c.kv_heads : c.heads;
   auto expect = [&](const std::string& name, const Shape& want, const char* keys) -> Status {
