@@ -28,6 +28,7 @@
 #include "io/status.h"
 #include "models/attention.h"
 #include "models/bert.h"
+#include "models/causal_lm.h"
 #include "models/generate.h"
 #include "models/layers.h"
 #include "models/llama.h"

@@ -14,6 +14,11 @@ Models:
     llama  grouped-query attention (4 query heads, 2 key/value heads), untied head
     qwen2  biases on Q, K and V, multi-query (4 heads, 1 key/value head), tied head, theta 1e6
     llama3 Llama 3's rope scaling (rope_type llama3), 8 heads on 2, head_dim 16
+    gpt2   GPT-2 (Conv1D weights, fused c_attn, learned positions, gelu_new, tied head), saved in
+           shards (model.safetensors.index.json and two files) to test sharded loading
+Each folder also gets config_hub.json: the same configuration in the older form most hub files
+have (transformers 4: rope_theta and rope_scaling at the top, torch_dtype; Qwen2's disabled
+sliding window set shorter than the context).
 The weights are drawn with a wider spread than the models' default (initializer_range 0.2) and the
 seed is chosen so that at every greedy step the top two logits differ by at least 1e-3: no
 near-ties for float32 rounding to flip.
@@ -22,7 +27,9 @@ import os
 
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+import json
+
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "decoders")
 NEW = 64
@@ -38,7 +45,29 @@ MODELS = {
                dict(COMMON, num_attention_heads=8, num_key_value_heads=2, head_dim=16, tie_word_embeddings=False,
                     rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                       original_max_position_embeddings=32), rope_theta=500000.0)),
+    "gpt2": (GPT2Config, GPT2LMHeadModel,
+             dict(vocab_size=128, n_positions=256, n_embd=64, n_layer=2, n_head=4, initializer_range=0.2,
+                  bos_token_id=1, eos_token_id=2)),
 }
+SHARDED = {"gpt2": "100KB"}
+
+
+def hub_config(config):
+    """The transformers-4 form of a transformers-5 config.json."""
+    c = dict(config)
+    rope = c.pop("rope_parameters", None)
+    if rope is not None:
+        rope = dict(rope)
+        c["rope_theta"] = rope.pop("rope_theta")
+        if rope.get("rope_type", "default") != "default":
+            c["rope_scaling"] = rope
+    if "dtype" in c:
+        c["torch_dtype"] = c.pop("dtype")
+    c.pop("layer_types", None)
+    if c.get("model_type") == "qwen2":
+        c.update(use_sliding_window=False, sliding_window=32, max_window_layers=2)
+    c["transformers_version"] = "4.44.0"
+    return c
 
 
 def greedy_with_margin(model, prompt):
@@ -69,7 +98,19 @@ def main():
             raise SystemExit(f"{name}: no seed in 0..99 gives a top-2 margin >= {MARGIN}")
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
-        model.save_pretrained(d)
+        for old in os.listdir(d):
+            if old.startswith("model"):
+                os.remove(os.path.join(d, old))
+        if name in SHARDED:
+            model.save_pretrained(d, max_shard_size=SHARDED[name])
+            assert os.path.exists(os.path.join(d, "model.safetensors.index.json")), "not sharded"
+        else:
+            model.save_pretrained(d)
+        with open(os.path.join(d, "config.json")) as f:
+            config = json.load(f)
+        with open(os.path.join(d, "config_hub.json"), "w") as f:
+            json.dump(hub_config(config), f, indent=2, sort_keys=True)
+            f.write("\n")
         with torch.no_grad():
             logits = model(prompt).logits
         save_file({"prompt": prompt.contiguous(), "logits": logits.contiguous(), "greedy": greedy.contiguous()},

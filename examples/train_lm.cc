@@ -142,7 +142,7 @@ int run(int argc, char** argv) {
   f.add("eval_every", &o.eval_every, "steps between validation runs").min(1);
   f.add("eval_windows", &o.eval_windows, "validation windows (of --context tokens, evenly spaced)").min(1);
   f.add("sample", &o.sample, "tokens to sample at the end").min(0);
-  f.add("temperature", &o.temperature, "sampling temperature").above(0);
+  f.add("temperature", &o.temperature, "sampling temperature (0: greedy)").min(0);
   f.add("top_k", &o.top_k, "sample among the k most likely tokens (0: all)").min(0);
   f.add("top_p", &o.top_p, "sample among the most likely tokens whose probability reaches p (nucleus; 1: all)").range(1e-9, 1);
   f.add("prompt", &o.prompt, "text the sample continues");

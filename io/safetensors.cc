@@ -532,4 +532,63 @@ Status check_layer_count(const SafetensorsFile& f, const std::string& source, co
   return {};
 }
 
+Result<SafetensorsCheckpoint> open_safetensors_checkpoint(const std::string& dir, const std::string& stem) {
+  const std::string single = dir + "/" + stem + ".safetensors", index_path = single + ".index.json";
+  struct stat st {};
+  if (::stat(single.c_str(), &st) == 0) {
+    Result<SafetensorsReader> r = SafetensorsReader::open(single);
+    if (!r.ok()) return r.status();
+    return SafetensorsCheckpoint{single, {std::move(*r)}};
+  }
+  if (::stat(index_path.c_str(), &st) != 0) {
+    const std::string bin = dir + "/pytorch_model.bin";
+    return io_error("{}: no such file, nor {}.safetensors.index.json{}", single, stem,
+                    ::stat(bin.c_str(), &st) == 0 ? " (pytorch_model.bin is a pickle, which is not read: convert it to "
+                                                   "safetensors)" : " (expected a Hugging Face checkpoint folder)");
+  }
+  Result<std::string> text = read_file(index_path);
+  if (!text.ok()) return text.status();
+  if (json_depth(*text, 8) > 8) return io_error("{}: the JSON is nested too deeply for a checkpoint index", index_path);
+  const json index = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object()) return io_error("{}: not a JSON object", index_path);
+  auto wm = index.find("weight_map");
+  if (wm == index.end() || !wm->is_object() || wm->empty())
+    return io_error("{}: no \"weight_map\" object of tensor names and shard files", index_path);
+  std::map<std::string, std::string> shard_of;  // tensor -> shard
+  std::map<std::string, size_t> shards;         // shard -> position in files
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (!it.value().is_string())
+      return io_error("{}: weight_map['{}'] is not a file name", index_path, clip_for_message(it.key()));
+    const std::string f = it.value().get<std::string>();
+    const bool plain = !f.empty() && f != "." && f != ".." && f.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
+    if (!plain)
+      return io_error("{}: weight_map['{}'] = '{}' (expected a plain file name inside {})", index_path,
+                      clip_for_message(it.key()), clip_for_message(f), dir);
+    shard_of[it.key()] = f;
+    shards.emplace(f, 0);
+  }
+  constexpr size_t kMaxShards = 100000;
+  if (shards.size() > kMaxShards) return io_error("{}: names {} shards (at most {})", index_path, shards.size(), kMaxShards);
+  SafetensorsCheckpoint ck{index_path, {}};
+  for (auto& [f, pos] : shards) {
+    pos = ck.files.size();
+    Result<SafetensorsReader> r = SafetensorsReader::open(dir + "/" + f);
+    if (!r.ok()) return r.status();
+    for (const auto& t : r->tensors()) {
+      auto it = shard_of.find(t.name);
+      if (it == shard_of.end())
+        return io_error("{}: holds tensor '{}', which {} does not list", r->path(), clip_for_message(t.name), index_path);
+      if (it->second != f)
+        return io_error("{}: holds tensor '{}', which {} places in {}", r->path(), clip_for_message(t.name), index_path,
+                        clip_for_message(it->second));
+    }
+    ck.files.push_back(std::move(*r));
+  }
+  for (const auto& [name, f] : shard_of)
+    if (!ck.files[shards[f]].find(name))
+      return io_error("{}: lists tensor '{}' in {}, which does not hold it", index_path, clip_for_message(name), f);
+  return ck;
+}
+
+
 }  // namespace tg

@@ -68,6 +68,17 @@ class SafetensorsReader {
   std::shared_ptr<const Impl> impl_;
 };
 
+// A Hugging Face checkpoint folder's weights: DIR/STEM.safetensors when it exists, else the shards
+// DIR/STEM.safetensors.index.json lists in its "weight_map" (tensor name -> shard file). Each
+// shard must be a plain file name inside DIR (no '/' or '\\', not '.' or '..'); every tensor of
+// a shard must be listed as being in that shard and every listed tensor must be in its shard, so
+// each tensor is in exactly one file. Only headers are read here.
+struct SafetensorsCheckpoint {
+  std::string source;                    // the file, or the index, for messages
+  std::vector<SafetensorsReader> files;  // one, or the shards (sorted by name)
+};
+Result<SafetensorsCheckpoint> open_safetensors_checkpoint(const std::string& dir, const std::string& stem = "model");
+
 // The same checks on bytes in memory; `source` names them in messages.
 Result<SafetensorsFile> parse_safetensors(std::string_view bytes, const std::string& source = "<memory>");
 std::string serialize_safetensors(const StateDict& tensors, const Metadata& metadata = {});

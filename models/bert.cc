@@ -149,34 +149,30 @@ NameMapping BertModel::hugging_face_names() {
 }
 
 Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string& dir) {
-  const std::string config_path = dir + "/config.json", weights_path = dir + "/model.safetensors";
+  const std::string config_path = dir + "/config.json";
   Result<BertConfig> cfg = BertConfig::from_json(config_path);
   if (!cfg.ok()) return cfg.status();
-  Result<SafetensorsReader> file = SafetensorsReader::open(weights_path);  // the header; values are read into the model
+  // The headers; values are read into the model.
+  Result<SafetensorsCheckpoint> file = open_safetensors_checkpoint(dir);
   if (!file.ok()) return file.status();
+  const std::string& weights_path = file->source;
   // The configuration against the file's shapes before anything of the configuration's size is
   // built: every tensor the configuration implies must be in the file with that shape, so a
   // config.json that does not belong to these weights is named, never allocated.
-  const hf::HeaderShapes header = hf::header_shapes(*file, "bert.", "encoder.layer.");
+  hf::HeaderShapes header = hf::header_shapes(*file, "bert.", "encoder.layer.", config_path);
+  for (const auto& [n, sh] : std::map<std::string, Shape>(header.shapes)) {  // old checkpoints' LayerNorm names
+    if (n.ends_with("LayerNorm.gamma")) header.shapes.emplace(n.substr(0, n.size() - 5) + "weight", sh);
+    if (n.ends_with("LayerNorm.beta")) header.shapes.emplace(n.substr(0, n.size() - 4) + "bias", sh);
+  }
   const std::map<std::string, Shape>& shapes = header.shapes;
-  const int64_t file_layers = header.layers;
   const BertConfig& c = *cfg;
   const int64_t H = c.hidden, I = c.intermediate;
-  auto expect = [&](const std::string& name, const Shape& want, const char* keys) -> Status {
-    auto it = shapes.find(name);
-    if (it == shapes.end() && name.ends_with("LayerNorm.weight")) it = shapes.find(name.substr(0, name.size() - 6) + "gamma");
-    if (it == shapes.end() && name.ends_with("LayerNorm.bias")) it = shapes.find(name.substr(0, name.size() - 4) + "beta");
-    if (it == shapes.end()) return io_error("{}: no tensor '{}' (is this a BERT model of {}?)", weights_path, name, config_path);
-    if (it->second != want)
-      return io_error("{}: '{}' is {} but {} says {} ({})", weights_path, name, it->second, config_path, want, keys);
-    return {};
-  };
+  auto expect = [&](const std::string& name, const Shape& want, const char* keys) { return header.expect(name, want, keys); };
   TG_RETURN_IF_ERROR(expect("embeddings.word_embeddings.weight", {c.vocab, H}, "vocab_size, hidden_size"));
   TG_RETURN_IF_ERROR(expect("embeddings.position_embeddings.weight", {c.max_positions, H}, "max_position_embeddings, hidden_size"));
   TG_RETURN_IF_ERROR(expect("embeddings.token_type_embeddings.weight", {c.type_vocab, H}, "type_vocab_size, hidden_size"));
   TG_RETURN_IF_ERROR(expect("embeddings.LayerNorm.weight", {H}, "hidden_size"));
-  if (file_layers != c.layers)
-    return io_error("{}: holds {} encoder layers but {} says num_hidden_layers {}", weights_path, file_layers, config_path, c.layers);
+  TG_RETURN_IF_ERROR(header.expect_layers(c.layers, "num_hidden_layers", "encoder layers"));
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("encoder.layer.{}.", i);
     for (const char* m : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {

@@ -164,63 +164,78 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const
   return finished;
 }
 
-std::vector<int64_t> sample(DecoderLM& model, const std::vector<int64_t>& prompt, const SampleOptions& o, Generator& gen) {
+namespace {
+// One token drawn from logits w (changed in place) after temperature, top-k and top-p.
+int64_t draw(std::vector<double>& w, const SampleOptions& o, Generator& gen, int64_t fallback) {
+  const size_t V = w.size();
+  for (double& x : w) x /= o.temperature;
+  if (o.top_k > 0 && static_cast<size_t>(o.top_k) < V) {
+    std::vector<double> sorted = w;
+    std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<double>());
+    double kth = sorted[static_cast<size_t>(o.top_k - 1)];
+    for (double& x : w)
+      if (x < kth) x = -INFINITY;
+  }
+  double mx = *std::max_element(w.begin(), w.end()), total = 0;
+  for (double& x : w) total += (x = std::exp(x - mx));
+  if (o.top_p < 1) {  // keep the most likely tokens until their share reaches top_p (ties: lower id first)
+    std::vector<size_t> order(V);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
+    double acc = 0, kept = 0;
+    size_t n = 0;
+    while (n < V && (n == 0 || acc < o.top_p * total)) acc += w[order[n++]];
+    for (size_t j = n; j < V; ++j) w[order[j]] = 0;
+    for (size_t j = 0; j < n; ++j) kept += w[order[j]];
+    total = kept;
+  }
+  double r = gen.uniform() * total, acc = 0;
+  for (size_t v = 0; v < V; ++v) {
+    acc += w[v];
+    if (r < acc) return static_cast<int64_t>(v);
+  }
+  return fallback;  // if rounding leaves r past the end
+}
+}  // namespace
+
+std::vector<int64_t> sample(CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& o, Generator& gen) {
   TG_CHECK(!prompt.empty(), "sample", "the prompt must hold at least one token");
-  TG_CHECK(o.temperature > 0, "sample", "temperature must be > 0, got {}", o.temperature);
+  TG_CHECK(o.temperature >= 0 && std::isfinite(o.temperature), "sample", "temperature must be >= 0, got {}", o.temperature);
   TG_CHECK(o.top_k >= 0 && o.max_new_tokens >= 0, "sample", "top_k ({}) and max_new_tokens ({}) must be >= 0", o.top_k,
            o.max_new_tokens);
   TG_CHECK(o.top_p > 0 && o.top_p <= 1, "sample", "top_p must be in (0, 1], got {}", o.top_p);
+  TG_CHECK(o.repetition_penalty > 0 && std::isfinite(o.repetition_penalty), "sample",
+           "repetition_penalty must be > 0, got {}", o.repetition_penalty);
+  const int64_t vocab = model.vocab_size();
   for (int64_t id : prompt)
-    TG_CHECK(id >= 0 && id < model.cfg.vocab, "sample", "prompt id {} is outside the vocabulary [0, {})", id, model.cfg.vocab);
-  InferenceScope scope(model);
+    TG_CHECK(id >= 0 && id < vocab, "sample", "prompt id {} is outside the vocabulary [0, {})", id, vocab);
+  InferenceScope scope(model.module());
   std::vector<int64_t> seq = prompt, out;
-  const size_t ctx = static_cast<size_t>(model.cfg.context);
+  const size_t ctx = static_cast<size_t>(model.max_positions());
+  std::vector<char> seen(static_cast<size_t>(vocab), 0);
+  for (int64_t id : prompt) seen[static_cast<size_t>(id)] = 1;
   DecoderCache cache;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     Tensor logits;
     if (o.use_cache && seq.size() <= ctx && cache.length > 0) {  // the cache holds seq minus its last token
-      logits = model.forward(from_vector(std::vector<int64_t>{seq.back()}, {1, 1}), &cache);
+      logits = model.forward(from_vector(std::vector<int64_t>{seq.back()}, {1, 1}), &cache, true);
     } else {  // the window of the last `context` tokens, from scratch (and into a fresh cache)
       std::vector<int64_t> window(seq.size() > ctx ? seq.end() - static_cast<std::ptrdiff_t>(ctx) : seq.begin(), seq.end());
       cache.clear();
       logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}),
-                             o.use_cache && seq.size() < ctx ? &cache : nullptr);
+                             o.use_cache && seq.size() < ctx ? &cache : nullptr, true);
     }
-    std::vector<double> lp = last_log_probs(logits)[0];
-    const size_t V = lp.size();
-    std::vector<double> w(V);
-    for (size_t v = 0; v < V; ++v) w[v] = lp[v] / o.temperature;
-    if (o.top_k > 0 && static_cast<size_t>(o.top_k) < V) {
-      std::vector<double> sorted = w;
-      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<double>());
-      double kth = sorted[static_cast<size_t>(o.top_k - 1)];
-      for (double& x : w)
-        if (x < kth) x = -INFINITY;
-    }
-    double mx = *std::max_element(w.begin(), w.end()), total = 0;
-    for (double& x : w) total += (x = std::exp(x - mx));
-    if (o.top_p < 1) {  // keep the most likely tokens until their share reaches top_p (ties: lower id first)
-      std::vector<size_t> order(V);
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
-      double acc = 0, kept = 0;
-      size_t n = 0;
-      while (n < V && (n == 0 || acc < o.top_p * total)) acc += w[order[n++]];
-      for (size_t j = n; j < V; ++j) w[order[j]] = 0;
-      for (size_t j = 0; j < n; ++j) kept += w[order[j]];
-      total = kept;
-    }
-    double r = gen.uniform() * total, acc = 0;
-    int64_t next = std::max_element(w.begin(), w.end()) - w.begin();  // if rounding leaves r past the end
-    for (size_t v = 0; v < V; ++v) {
-      acc += w[v];
-      if (r < acc) {
-        next = static_cast<int64_t>(v);
-        break;
-      }
-    }
+    std::vector<double> w = logits.reshape({-1}).to(kFloat64).to_vector<double>();
+    const size_t V = w.size();
+    if (o.repetition_penalty != 1)
+      for (size_t v = 0; v < V; ++v)
+        if (seen[v]) w[v] = w[v] > 0 ? w[v] / o.repetition_penalty : w[v] * o.repetition_penalty;
+    int64_t next = std::max_element(w.begin(), w.end()) - w.begin();  // greedy; sampling's fallback
+    if (o.temperature > 0) next = draw(w, o, gen, next);
     seq.push_back(next);
     out.push_back(next);
+    seen[static_cast<size_t>(next)] = 1;
+    if (o.on_token && !o.on_token(next)) break;
     if (next == o.stop_token) break;
   }
   return out;

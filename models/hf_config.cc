@@ -50,8 +50,12 @@ Status read_bool(const json& j, const char* key, bool& value, const std::string&
   return {};
 }
 
-HeaderShapes header_shapes(const SafetensorsReader& file, const std::string& prefix, const std::string& layer_prefix) {
+HeaderShapes header_shapes(const SafetensorsCheckpoint& checkpoint, const std::string& prefix,
+                           const std::string& layer_prefix, const std::string& config_path) {
   HeaderShapes h;
+  h.source = checkpoint.source;
+  h.config = config_path;
+  for (const SafetensorsReader& file : checkpoint.files)
   for (const auto& [name, dtype, shape, loads_as] : file.tensors()) {
     std::string n = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
     if (n.rfind(layer_prefix, 0) == 0) {
@@ -63,6 +67,18 @@ HeaderShapes header_shapes(const SafetensorsReader& file, const std::string& pre
     h.shapes[std::move(n)] = shape;
   }
   return h;
+}
+
+Status HeaderShapes::expect(const std::string& name, const Shape& want, const char* keys) const {
+  auto it = shapes.find(name);
+  if (it == shapes.end()) return io_error("{}: no tensor '{}' (is this the model {} describes?)", source, name, config);
+  if (it->second != want) return io_error("{}: '{}' is {} but {} says {} ({})", source, name, it->second, config, want, keys);
+  return {};
+}
+
+Status HeaderShapes::expect_layers(int64_t want, const char* key, const char* what) const {
+  if (layers != want) return io_error("{}: holds {} {} but {} says {} {}", source, layers, what, config, key, want);
+  return {};
 }
 
 }  // namespace tg::hf

@@ -33,7 +33,13 @@ Status read_bool(const json& j, const char* key, bool& value, const std::string&
 struct HeaderShapes {
   std::map<std::string, Shape> shapes;
   int64_t layers = 0;
+  std::string source, config;  // the checkpoint and the config.json, for messages
+  // `name` is there with shape `want` (what `keys` of the config imply), or an error naming both files.
+  Status expect(const std::string& name, const Shape& want, const char* keys) const;
+  // The layer count agrees with the config's `key` ("holds 2 <what> but config.json says KEY 3").
+  Status expect_layers(int64_t want, const char* key, const char* what = "layers") const;
 };
-HeaderShapes header_shapes(const SafetensorsReader& file, const std::string& prefix, const std::string& layer_prefix);
+HeaderShapes header_shapes(const SafetensorsCheckpoint& checkpoint, const std::string& prefix,
+                           const std::string& layer_prefix, const std::string& config_path);
 
 }  // namespace tg::hf

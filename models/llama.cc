@@ -208,30 +208,20 @@ NameMapping LlamaForCausalLM::hugging_face_names() {
 }
 
 Result<std::unique_ptr<LlamaForCausalLM>> LlamaForCausalLM::from_pretrained(const std::string& dir) {
-  const std::string config_path = dir + "/config.json", weights_path = dir + "/model.safetensors";
+  const std::string config_path = dir + "/config.json";
   Result<LlamaConfig> cfg = LlamaConfig::from_json(config_path);
   if (!cfg.ok()) return cfg.status();
-  Result<SafetensorsReader> file = SafetensorsReader::open(weights_path);
+  Result<SafetensorsCheckpoint> file = open_safetensors_checkpoint(dir);  // one file or the shards' headers
   if (!file.ok()) return file.status();
   const LlamaConfig& c = *cfg;
   // Every tensor the configuration implies, with its shape, before anything of that size is built.
-  const hf::HeaderShapes header = hf::header_shapes(*file, "model.", "layers.");
-  const std::map<std::string, Shape>& shapes = header.shapes;
-  const int64_t file_layers = header.layers;
+  const hf::HeaderShapes header = hf::header_shapes(*file, "model.", "layers.", config_path);
   const int64_t H = c.hidden, I = c.intermediate, hd = c.head_dim > 0 ? c.head_dim : c.hidden / c.heads;
   const int64_t kv = c.kv_heads > 0 ? c.kv_heads : c.heads;
-  auto expect = [&](const std::string& name, const Shape& want, const char* keys) -> Status {
-    auto it = shapes.find(name);
-    if (it == shapes.end())
-      return io_error("{}: no tensor '{}' (is this the model {} describes?)", weights_path, name, config_path);
-    if (it->second != want)
-      return io_error("{}: '{}' is {} but {} says {} ({})", weights_path, name, it->second, config_path, want, keys);
-    return {};
-  };
+  auto expect = [&](const std::string& name, const Shape& want, const char* keys) { return header.expect(name, want, keys); };
   TG_RETURN_IF_ERROR(expect("embed_tokens.weight", {c.vocab, H}, "vocab_size, hidden_size"));
   if (!c.tie_word_embeddings) TG_RETURN_IF_ERROR(expect("lm_head.weight", {c.vocab, H}, "vocab_size, hidden_size"));
-  if (file_layers != c.layers)
-    return io_error("{}: holds {} layers but {} says num_hidden_layers {}", weights_path, file_layers, config_path, c.layers);
+  TG_RETURN_IF_ERROR(header.expect_layers(c.layers, "num_hidden_layers"));
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("layers.{}.", i);
     TG_RETURN_IF_ERROR(expect(p + "self_attn.q_proj.weight", {c.heads * hd, H}, "num_attention_heads, head_dim, hidden_size"));
@@ -247,11 +237,11 @@ Result<std::unique_ptr<LlamaForCausalLM>> LlamaForCausalLM::from_pretrained(cons
     SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
     model = std::make_unique<LlamaForCausalLM>(c);
   } catch (const std::bad_alloc&) {
-    return io_error("{}: not enough memory for the model {} describes", weights_path, config_path);
+    return io_error("{}: not enough memory for the model {} describes", file->source, config_path);
   }
   NameMapping names = hugging_face_names();
   if (c.tie_word_embeddings) names.ignore.push_back(R"(^lm_head\.weight$)");  // some tied checkpoints store it too
-  Result<LoadReport> r = tg::load_pretrained(*model, *file, {.strict = true, .names = names, .source = weights_path});
+  Result<LoadReport> r = tg::load_pretrained(*model, *file, {.strict = true, .names = names});
   if (!r.ok()) return r.status();
   model->eval();
   return model;

@@ -63,13 +63,18 @@ class LlamaBlock : public Module {
   std::shared_ptr<SwiGLU> mlp;
 };
 
-class LlamaForCausalLM : public Module {
+class LlamaForCausalLM : public Module, public CausalLM {
  public:
   explicit LlamaForCausalLM(const LlamaConfig& cfg);
   // ids [B, T] -> logits [B, T, vocab] (with last_only, [B, 1, vocab]: decoding needs no more).
   // With a cache (self caches only, holding kv_heads heads each), ids are the new positions, which
   // start at cache->length; cache->length + T must stay within max_positions.
-  Tensor forward(const Tensor& ids, DecoderCache* cache = nullptr, bool last_only = false);
+  Tensor forward(const Tensor& ids, DecoderCache* cache = nullptr, bool last_only = false) override;
+  int64_t vocab_size() const override { return cfg.vocab; }
+  int64_t max_positions() const override { return cfg.max_positions; }
+  int64_t bos_token_id() const override { return cfg.bos_id; }
+  int64_t eos_token_id() const override { return cfg.eos_id; }
+  Module& module() override { return *this; }
   std::string type_name() const override { return "LlamaForCausalLM"; }
   // A Hugging Face folder: config.json and model.safetensors (float32, float16 or bfloat16). The
   // configuration is checked against the file's header before anything is allocated; names are

@@ -1,5 +1,6 @@
 #include "models/module_io.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <regex>
@@ -29,6 +30,7 @@ namespace {
 struct CompiledMapping {
   std::vector<std::regex> ignore, transpose;
   std::vector<std::pair<std::regex, std::string>> renames;
+  std::vector<std::pair<std::regex, std::vector<std::string>>> splits;
 };
 
 Result<std::regex> compile(const std::string& pattern, const char* what) {
@@ -55,6 +57,12 @@ Result<CompiledMapping> compile(const NameMapping& m) {
     Result<std::regex> r = compile(p, "rename");
     if (!r.ok()) return r.status();
     c.renames.emplace_back(std::move(*r), to);
+  }
+  for (const auto& [p, into] : m.splits) {
+    Result<std::regex> r = compile(p, "split");
+    if (!r.ok()) return r.status();
+    if (into.size() < 2) return io_error("load_state_dict: split pattern '{}' needs at least two parts", p);
+    c.splits.emplace_back(std::move(*r), into);
   }
   return c;
 }
@@ -98,7 +106,8 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
     std::string name;  // the checkpoint's
     size_t item;
     bool transposed;
-    Shape shape;       // after the transpose
+    Shape shape;       // after the transpose and split
+    int64_t part = 0, parts = 1;  // this name's share of dim 0 (splits)
   };
   std::map<std::string, Mapped> mapped;  // module name -> where its values are
   std::vector<std::string> problems;
@@ -125,11 +134,30 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
       m.transposed = true;
       m.shape = {shape[1], shape[0]};
     }
-    if (auto it = mapped.find(n); it != mapped.end()) {
-      problems.push_back(fmt::format("'{}' and '{}' both map to '{}'", it->second.name, name, n));
-      continue;
+    std::vector<std::string> targets = {n};
+    for (const auto& [re, into] : rules->splits) {
+      if (!std::regex_search(n, re)) continue;
+      const int64_t k = static_cast<int64_t>(into.size());
+      if (m.shape.empty() || m.shape[0] % k != 0) {
+        problems.push_back(fmt::format("'{}' of shape {} cannot be split in {} equal parts along dim 0", name, m.shape, k));
+        targets.clear();
+        break;
+      }
+      m.parts = k;
+      m.shape[0] /= k;
+      targets.clear();
+      for (const auto& to : into) targets.push_back(std::regex_replace(n, re, to));
+      break;
     }
-    mapped.emplace(n, std::move(m));
+    for (size_t t = 0; t < targets.size(); ++t) {
+      if (auto it = mapped.find(targets[t]); it != mapped.end()) {
+        problems.push_back(fmt::format("'{}' and '{}' both map to '{}'", it->second.name, name, targets[t]));
+        continue;
+      }
+      Mapped mt = m;
+      mt.part = static_cast<int64_t>(t);
+      mapped.emplace(targets[t], std::move(mt));
+    }
   }
   auto non_finite = [](const std::string& name, const Tensor& t) -> std::string {
     const int64_t bad = first_non_finite(t);
@@ -141,6 +169,7 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
   std::map<std::string, bool> known;
   std::vector<std::string> shapes;
   std::vector<std::pair<std::string, size_t>> agree;  // names and shapes that match: (module name, item)
+  std::map<size_t, bool> checked;  // items whose values were read and checked
   for (const auto& [n, p] : mine) {
     known[n] = true;
     auto it = mapped.find(n);
@@ -159,7 +188,8 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
     }
   }
   for (const auto& [n, entry] : mapped)
-    if (!known.count(n)) report.unexpected.push_back(entry.name);
+    if (!known.count(n) && std::find(report.unexpected.begin(), report.unexpected.end(), entry.name) == report.unexpected.end())
+      report.unexpected.push_back(entry.name);
   auto refuse = [&] {
     std::vector<std::string> parts;
     if (o.strict && !report.missing.empty()) parts.push_back(listed(report.missing, "missing"));
@@ -174,9 +204,15 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
   // against its checksum and dropped; read again below straight into the parameter), so a refused
   // load leaves the module as it was, and memory holds one tensor beside the model.
   for (const auto& [n, item] : agree) {
+    if (checked.count(item)) {  // a split tensor, read once
+      if (checked[item]) report.loaded.push_back(n);
+      continue;
+    }
     Result<Tensor> v = src.value(item);
     if (!v.ok()) return v.status();
-    if (std::string bad = non_finite(src.items[item].name, *v); !bad.empty()) problems.push_back(std::move(bad));
+    std::string bad = non_finite(src.items[item].name, *v);
+    checked[item] = bad.empty();
+    if (!bad.empty()) problems.push_back(std::move(bad));
     else report.loaded.push_back(n);
   }
   TG_RETURN_IF_ERROR(refuse());
@@ -187,10 +223,12 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
     auto it = mapped.find(n);
     if (it == mapped.end()) continue;
     const Mapped& m = it->second;
-    if (m.transposed) {
+    if (m.transposed || m.parts > 1) {
       Result<Tensor> v = src.value(m.item);
       if (!v.ok()) return v.status();
-      const Tensor t = v->transpose(0, 1).contiguous();
+      Tensor t = m.transposed ? v->transpose(0, 1) : *v;
+      if (m.parts > 1) t = t.narrow(0, m.part * m.shape[0], m.shape[0]);
+      t = t.contiguous();
       p.copy_(t.dtype() == p.dtype() ? t : t.to(p.dtype()));
     } else {
       TG_RETURN_IF_ERROR(src.read_into(m.item, p));
@@ -213,11 +251,24 @@ Source source_of(const StateDict& sd) {
   return s;
 }
 
-Source source_of(const SafetensorsReader& r) {
+// Every tensor of every file; item i is file where[i].first's tensor where[i].second.
+Source source_of(const std::vector<SafetensorsReader>& files) {
   Source s;
-  for (const auto& info : r.tensors()) s.items.push_back({info.name, info.shape, info.loads_as});
-  s.value = [&r](size_t i) { return r.read(r.tensors()[i].name); };
-  s.read_into = [&r](size_t i, Tensor& dst) { return r.read_into(r.tensors()[i].name, dst); };
+  auto where = std::make_shared<std::vector<std::pair<size_t, size_t>>>();
+  for (size_t f = 0; f < files.size(); ++f)
+    for (size_t t = 0; t < files[f].tensors().size(); ++t) {
+      const auto& info = files[f].tensors()[t];
+      s.items.push_back({info.name, info.shape, info.loads_as});
+      where->emplace_back(f, t);
+    }
+  s.value = [&files, where](size_t i) {
+    const auto [f, t] = (*where)[i];
+    return files[f].read(files[f].tensors()[t].name);
+  };
+  s.read_into = [&files, where](size_t i, Tensor& dst) {
+    const auto [f, t] = (*where)[i];
+    return files[f].read_into(files[f].tensors()[t].name, dst);
+  };
   return s;
 }
 
@@ -230,7 +281,14 @@ Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const Lo
 Result<LoadReport> load_pretrained(Module& module, const SafetensorsReader& file, const LoadOptions& options) {
   LoadOptions o = options;
   o.source = file.path();
-  return load_from(module, source_of(file), o);
+  const std::vector<SafetensorsReader> files = {file};
+  return load_from(module, source_of(files), o);
+}
+
+Result<LoadReport> load_pretrained(Module& module, const SafetensorsCheckpoint& checkpoint, const LoadOptions& options) {
+  LoadOptions o = options;
+  o.source = checkpoint.source;
+  return load_from(module, source_of(checkpoint.files), o);
 }
 
 Result<LoadReport> load_pretrained(Module& module, const std::string& path, const LoadOptions& options) {

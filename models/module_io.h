@@ -29,6 +29,14 @@ struct NameMapping {
   std::string add_prefix = {};                // then put before every name
   std::vector<std::pair<std::string, std::string>> renames = {};  // each (regex, replacement with $1..) in turn, all matches
   std::vector<std::string> transpose = {};    // regexes over the mapped names: 2-D tensors stored [in, out]
+  // A fused tensor split into equal parts along dim 0 (after any transpose): a mapped name that
+  // matches `pattern` becomes one name per `into` (regex replacements with $1..). GPT-2's c_attn:
+  //   {R"(^(layers\.\d+\.self_attn\.)c_attn\.(weight|bias)$)", {"$1w_q.$2", "$1w_k.$2", "$1w_v.$2"}}
+  struct Split {
+    std::string pattern;
+    std::vector<std::string> into;
+  };
+  std::vector<Split> splits = {};
 };
 
 struct LoadOptions {
@@ -53,5 +61,7 @@ Result<LoadReport> load_state_dict(Module& module, const StateDict& sd, const Lo
 // model plus one tensor (never the whole file beside it); a refused load changes nothing.
 Result<LoadReport> load_pretrained(Module& module, const std::string& path, const LoadOptions& options = {});
 Result<LoadReport> load_pretrained(Module& module, const SafetensorsReader& file, const LoadOptions& options = {});
+// From every file of a (possibly sharded) checkpoint at once: names are matched over the union.
+Result<LoadReport> load_pretrained(Module& module, const SafetensorsCheckpoint& checkpoint, const LoadOptions& options = {});
 
 }  // namespace tg

@@ -223,7 +223,7 @@ DecoderLM::DecoderLM(const LMConfig& c) : cfg(c) {
   if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(d, c.vocab, false));
 }
 
-Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache) {
+Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache, bool last_only) {
   check_ids(ids, cfg.vocab, "DecoderLM");
   const int64_t start = cache ? cache->length : 0;
   TG_CHECK(start + ids.size(1) <= cfg.context, "DecoderLM", "sequence of {} tokens exceeds the context of {}",
@@ -233,6 +233,7 @@ Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache) {
   Tensor h = dropout->forward(pos_embed->forward(tok_embed->forward(ids), start));
   for (size_t i = 0; i < n; ++i) h = (*layers)[i]->forward(h, {.causal = true}, cache ? &cache->self[i] : nullptr);
   if (cache) cache->length += ids.size(1);
+  if (last_only) h = h.narrow(1, h.size(1) - 1, 1);
   h = norm->forward(h);
   return lm_head ? lm_head->forward(h) : matmul(h, tok_embed->weight, false, true);
 }

@@ -10,6 +10,7 @@
 
 #include "attention.h"
 #include "layers.h"
+#include "module_io.h"
 
 namespace tg {
 
@@ -146,22 +147,58 @@ class Transformer : public Module {
   Tensor embed(const Embedding& e, const Tensor& ids, int64_t start = 0);
 };
 
+// What text generation (tg::sample, the generate program) needs from a decoder-only language
+// model, whatever its architecture: DecoderLM (GPT-2) and LlamaForCausalLM (Llama, Mistral, Qwen2).
+// load_causal_lm (models/causal_lm.h) makes one from a Hugging Face folder.
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  // ids [B, T] -> logits [B, T, vocab] ([B, 1, vocab] with last_only); with a cache, ids are the
+  // new positions, which start at cache->length.
+  virtual Tensor forward(const Tensor& ids, DecoderCache* cache = nullptr, bool last_only = false) = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_positions() const = 0;  // the longest sequence it takes
+  virtual int64_t bos_token_id() const = 0;   // -1: none
+  virtual int64_t eos_token_id() const = 0;   // -1: none
+  virtual Module& module() = 0;               // its parameters, train/eval mode, dtype
+};
+
 struct LMConfig {
   int64_t vocab = 0;
   int64_t context = 256;  // the longest sequence (learned positions)
   LayerConfig layer = {.activation = Activation::Gelu, .norm_first = true};
   int64_t layers = 4;
   bool tie_weights = true;  // lm_head shares the token embedding
+  int64_t bos_id = -1, eos_id = -1;  // from a GPT-2 config.json (bos_token_id, eos_token_id); -1: none
+
+  // Reads a Hugging Face GPT-2 config.json (model_type gpt2): n_embd, n_layer, n_head, n_inner,
+  // n_positions, activation_function (gelu_new / gelu_pytorch_tanh, gelu, relu), layer_norm_epsilon,
+  // the dropouts, tie_word_embeddings. What would change the computation and is not implemented
+  // (scale_attn_weights false, scale_attn_by_inverse_layer_idx, cross-attention) is refused by name.
+  static Result<LMConfig> from_json(const std::string& path);
 };
 
 // GPT-style decoder-only language model: token + learned position embeddings, pre-norm blocks
-// with causal self-attention, a final layer norm and a head onto the vocabulary.
-class DecoderLM : public Module {
+// with causal self-attention, a final layer norm and a head onto the vocabulary. GPT-2's
+// architecture: DecoderLM::from_pretrained loads Hugging Face GPT-2 checkpoints.
+class DecoderLM : public Module, public CausalLM {
  public:
   explicit DecoderLM(const LMConfig& cfg);
-  // [B, T] -> logits [B, T, vocab]. With a cache (self caches only), ids are the new positions,
-  // which start at cache->length (cache->length + T must stay within the context).
-  Tensor forward(const Tensor& ids, DecoderCache* cache = nullptr);
+  // [B, T] -> logits [B, T, vocab] (with last_only, [B, 1, vocab]). With a cache (self caches
+  // only), ids are the new positions, which start at cache->length (cache->length + T must stay
+  // within the context).
+  Tensor forward(const Tensor& ids, DecoderCache* cache = nullptr, bool last_only = false) override;
+  int64_t vocab_size() const override { return cfg.vocab; }
+  int64_t max_positions() const override { return cfg.context; }
+  int64_t bos_token_id() const override { return cfg.bos_id; }
+  int64_t eos_token_id() const override { return cfg.eos_id; }
+  Module& module() override { return *this; }
+  // A Hugging Face GPT-2 folder: config.json and model.safetensors (or its shards; float32,
+  // float16 or bfloat16), names with or without "transformer.". Conv1D weights (stored [in, out])
+  // are transposed and the fused c_attn is split into W_Q, W_K, W_V; the attn.bias mask buffers
+  // are ignored. The config is checked against the header before allocating. Eval mode.
+  static Result<std::unique_ptr<DecoderLM>> from_pretrained(const std::string& dir);
+  static NameMapping hugging_face_names();
   void set_record_attention(bool on);
   std::string type_name() const override { return "DecoderLM"; }
   LMConfig cfg;

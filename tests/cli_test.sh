@@ -128,7 +128,7 @@ expect_error "--lr: must be > 0" "$BIN/train_lm" --lr -1 --text "$TMP/missing.tx
 expect_error "--dropout: must be in" "$BIN/train_translator" --dropout 1.5 --save "$TMP/tr"
 expect_error "--label_smoothing: must be in" "$BIN/train_translator" --label_smoothing 2 --save "$TMP/tr"
 expect_error "--beam: must be in" "$BIN/train_translator" --beam 0 --save "$TMP/tr"
-expect_error "--temperature: must be > 0" "$BIN/train_lm" --temperature 0 --text "$TMP/missing.txt"
+expect_error "--temperature: must be >= 0" "$BIN/train_lm" --temperature -1 --text "$TMP/missing.txt"
 expect_error "--top_k: must be >= 0" "$BIN/train_lm" --top_k -3 --text "$TMP/missing.txt"
 expect_error "unexpected argument 'stray'" "$BIN/translate" stray
 expect_error "--size: must be in" "$BIN/train_word2vec" --size 100000000 --train "$TMP/text.txt"

@@ -1,9 +1,11 @@
 // Llama-family decoders: the modules (RMSNorm, rotary positions, grouped-query attention with its
 // cache, SwiGLU) gradchecked in float64, and checkpoints written by Hugging Face transformers
-// (tests/golden/decoders, made by bench/make_decoder_golden.py) giving transformers' logits and
+// and GPT-2 (tests/golden/decoders, made by bench/make_decoder_golden.py; the GPT-2 one sharded)
+// giving transformers' logits and
 // greedy continuations, with and without the key/value cache; bad folders refused in one line.
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "test_util.h"
 
@@ -68,7 +70,7 @@ TEST(Llama, KeyValueCacheHoldsTheKeyValueHeadsAndMatchesTheFullForward) {
 }
 
 // Greedy continuation of `prompt` by n tokens, with the cache (one token a step) or recomputing.
-std::vector<int64_t> greedy(tg::LlamaForCausalLM& m, const Tensor& prompt, int64_t n, bool use_cache) {
+std::vector<int64_t> greedy(tg::CausalLM& m, const Tensor& prompt, int64_t n, bool use_cache) {
   tg::NoGradGuard ng;
   std::vector<int64_t> seq = prompt.to_vector<int64_t>(), out;
   tg::DecoderCache cache;
@@ -84,23 +86,166 @@ std::vector<int64_t> greedy(tg::LlamaForCausalLM& m, const Tensor& prompt, int64
   return out;
 }
 
-class LlamaGolden : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(LlamaGolden, LogitsAndGreedyTokensEqualTransformers) {
-  const std::string dir = golden_dir(GetParam());
-  auto m = tg::LlamaForCausalLM::from_pretrained(dir).value();
-  const tg::SafetensorsFile g = tg::load_safetensors(dir + "/golden.safetensors").value();
+// The folder's model against its golden logits and greedy tokens (cached, uncached, and through tg::sample).
+void expect_golden(const std::string& dir, const std::string& golden) {
+  auto loaded = tg::load_causal_lm(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  tg::CausalLM& m = **loaded;
+  const tg::SafetensorsFile g = tg::load_safetensors(golden + "/golden.safetensors").value();
   const Tensor prompt = g.tensors.at("prompt");
   {
     tg::NoGradGuard ng;
-    EXPECT_TRUE(close(m->forward(prompt), g.tensors.at("logits"), 1e-4, 1e-4));
+    EXPECT_TRUE(close(m.forward(prompt), g.tensors.at("logits"), 1e-4, 1e-4));
   }
   const std::vector<int64_t> want = g.tensors.at("greedy").to_vector<int64_t>();
-  EXPECT_EQ(greedy(*m, prompt, static_cast<int64_t>(want.size()), true), want);
-  EXPECT_EQ(greedy(*m, prompt, static_cast<int64_t>(want.size()), false), want);
+  EXPECT_EQ(greedy(m, prompt, static_cast<int64_t>(want.size()), true), want);
+  EXPECT_EQ(greedy(m, prompt, static_cast<int64_t>(want.size()), false), want);
+  EXPECT_EQ(tg::sample(m, prompt.to_vector<int64_t>(), {.max_new_tokens = static_cast<int64_t>(want.size()), .temperature = 0}),
+            want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, LlamaGolden, ::testing::Values("llama", "qwen2", "llama3"));
+class DecoderGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecoderGolden, LogitsAndGreedyTokensEqualTransformers) { expect_golden(golden_dir(GetParam()), golden_dir(GetParam())); }
+
+// The same weights with the configuration in the form most hub files have (transformers 4:
+// rope_theta and rope_scaling at the top; Qwen2's disabled sliding window shorter than the context).
+TEST_P(DecoderGolden, HubStyleConfigGivesTheSameModel) {
+  const fs::path dir = fs::temp_directory_path() / ("tg_hub_config_" + GetParam());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(golden_dir(GetParam())))
+    if (e.path().filename().string().rfind("model", 0) == 0) fs::copy_file(e.path(), dir / e.path().filename());
+  fs::copy_file(golden_dir(GetParam()) + "/config_hub.json", dir / "config.json");
+  expect_golden(dir.string(), golden_dir(GetParam()));
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DecoderGolden, ::testing::Values("llama", "qwen2", "llama3", "gpt2"));
+
+// The hub's own GPT-2 file form: one file, names without "transformer.", the causal-mask buffers
+// (attn.bias, attn.masked_bias) stored beside the weights; and bfloat16 weights.
+TEST(Gpt2, HubNamesMaskBuffersAndBFloat16Load) {
+  const fs::path dir = fs::temp_directory_path() / "tg_gpt2_hub";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  tg::StateDict sd;
+  const auto ck = tg::open_safetensors_checkpoint(golden_dir("gpt2")).value();
+  ASSERT_EQ(ck.files.size(), 7u);  // the golden folder is sharded
+  for (const auto& f : ck.files)
+    for (const auto& t : f.tensors()) sd.insert(t.name.substr(std::string("transformer.").size()), f.read(t.name).value());
+  for (int l = 0; l < 2; ++l) {
+    sd.insert("h." + std::to_string(l) + ".attn.bias", tg::ones({1, 1, 256, 256}));
+    sd.insert("h." + std::to_string(l) + ".attn.masked_bias", tg::full({}, -1e4));
+  }
+  ASSERT_TRUE(tg::save_safetensors((dir / "model.safetensors").string(), sd).ok());
+  fs::copy_file(golden_dir("gpt2") + "/config.json", dir / "config.json");
+  expect_golden(dir.string(), golden_dir("gpt2"));
+  // bfloat16 weights load into float32 parameters.
+  tg::StateDict half;
+  for (const auto& [n, t] : sd) half.insert(n, t.to(tg::kBFloat16));
+  ASSERT_TRUE(tg::save_safetensors((dir / "model.safetensors").string(), half).ok());
+  auto m = tg::DecoderLM::from_pretrained(dir.string());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)->tok_embed->weight.dtype(), tg::kFloat32);
+  fs::remove_all(dir);
+}
+
+TEST(Gpt2, ConfigIsReadAndWhatIsNotImplementedIsRefusedByName) {
+  const fs::path dir = fs::temp_directory_path() / "tg_gpt2_config";
+  fs::create_directories(dir);
+  auto with = [&](const std::string& extra) {
+    std::ofstream(dir / "config.json") << R"({"model_type": "gpt2", "vocab_size": 50, "n_embd": 8, "n_layer": 1, "n_head": 2)" +
+                                              extra + "}";
+    return tg::LMConfig::from_json((dir / "config.json").string());
+  };
+  auto c = with(R"(, "n_ctx": 64, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->context, 64);
+  EXPECT_EQ(c->layer.d_ff, 32);  // n_inner null: 4 n_embd
+  EXPECT_EQ(c->layer.activation, tg::Activation::GeluTanh);
+  EXPECT_TRUE(c->tie_weights);
+  auto refused = [&](const std::string& extra, std::vector<std::string> words) {
+    auto r = with(extra);
+    if (r.ok()) return ::testing::AssertionFailure() << extra << " was accepted";
+    for (const std::string& w : words)
+      if (r.status().message().find(w) == std::string::npos)
+        return ::testing::AssertionFailure() << "'" << w << "' not in: " << r.status().message();
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(refused(R"(, "activation_function": "swish")", {"activation_function", "swish"}));
+  EXPECT_TRUE(refused(R"(, "scale_attn_by_inverse_layer_idx": true)", {"scale_attn_by_inverse_layer_idx"}));
+  EXPECT_TRUE(refused(R"(, "scale_attn_weights": false)", {"scale_attn_weights"}));
+  EXPECT_TRUE(refused(R"(, "add_cross_attention": true)", {"add_cross_attention"}));
+  EXPECT_TRUE(refused(R"(, "n_head": 3)", {"n_embd 8", "n_head 3"}));
+  EXPECT_TRUE(refused(R"(, "model_type": "gpt_neo")", {"model_type", "gpt_neo"}));
+  std::ofstream(dir / "config.json") << R"({"model_type": "falcon"})";
+  auto lm = tg::load_causal_lm(dir.string());
+  ASSERT_FALSE(lm.ok());
+  EXPECT_NE(lm.status().message().find("falcon"), std::string::npos) << lm.status().message();
+  fs::remove_all(dir);
+}
+
+// A sharded folder whose index lies is refused naming the index or the shard: a shard name that
+// leaves the folder, a tensor the index does not place where it is, a tensor listed but absent.
+TEST(ShardedCheckpoint, IndexIsCheckedAgainstTheShards) {
+  const fs::path dir = fs::temp_directory_path() / "tg_shards";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(golden_dir("gpt2"))) fs::copy_file(e.path(), dir / e.path().filename());
+  std::ifstream in(dir / "model.safetensors.index.json");
+  const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto with_index = [&](const std::string& from, const std::string& to) {
+    std::string t = index;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) t.replace(at, from.size(), to);
+    std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << t;
+    auto r = tg::open_safetensors_checkpoint(dir.string());
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  const std::string wte = R"("transformer.wte.weight": "model-00001-of-00007.safetensors")";
+  std::string msg = with_index(wte, R"("transformer.wte.weight": "../model-00001-of-00007.safetensors")");
+  EXPECT_NE(msg.find("plain file name"), std::string::npos) << msg;
+  msg = with_index(wte, R"("transformer.wte.weight": "/etc/passwd")");
+  EXPECT_NE(msg.find("plain file name"), std::string::npos) << msg;
+  msg = with_index(wte, R"("transformer.wte.weight": "model-00002-of-00007.safetensors")");
+  EXPECT_NE(msg.find("transformer.wte.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model-00001-of-00007.safetensors"), std::string::npos) << msg;
+  msg = with_index(wte, wte + R"(, "transformer.extra": "model-00001-of-00007.safetensors")");
+  EXPECT_NE(msg.find("transformer.extra"), std::string::npos) << msg;
+  msg = with_index(R"("weight_map")", R"("weights")");
+  EXPECT_NE(msg.find("weight_map"), std::string::npos) << msg;
+  std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << index;
+  EXPECT_TRUE(tg::DecoderLM::from_pretrained(dir.string()).ok());
+  fs::remove(dir / "model-00003-of-00007.safetensors");
+  auto r = tg::DecoderLM::from_pretrained(dir.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model-00003-of-00007.safetensors"), std::string::npos) << r.status().message();
+  fs::remove_all(dir);
+  r = tg::DecoderLM::from_pretrained(dir.string());
+  ASSERT_FALSE(r.ok());
+}
+
+TEST(Sample, RepetitionPenaltyAndGreedyAtTemperatureZero) {
+  auto m = tg::load_causal_lm(golden_dir("llama")).value();
+  const std::vector<int64_t> prompt = {5, 6, 7};
+  const auto plain = tg::sample(*m, prompt, {.max_new_tokens = 40, .temperature = 0});
+  const auto penalised = tg::sample(*m, prompt, {.max_new_tokens = 40, .temperature = 0, .repetition_penalty = 1e6});
+  // With a huge penalty no token comes twice (until every token with a positive logit is used).
+  std::set<int64_t> seen(prompt.begin(), prompt.end());
+  for (int64_t id : penalised) EXPECT_TRUE(seen.insert(id).second) << id;
+  EXPECT_NE(plain, penalised);
+  std::vector<int64_t> streamed;
+  const auto stopped = tg::sample(*m, prompt, {.max_new_tokens = 40, .temperature = 0, .on_token = [&](int64_t id) {
+                                                 streamed.push_back(id);
+                                                 return streamed.size() < 5;
+                                               }});
+  EXPECT_EQ(stopped, streamed);
+  EXPECT_EQ(stopped, std::vector<int64_t>(plain.begin(), plain.begin() + 5));
+  EXPECT_TRUE(throws_with([&] { tg::sample(*m, prompt, {.temperature = -1}); }, {"temperature"}));
+  EXPECT_TRUE(throws_with([&] { tg::sample(*m, prompt, {.repetition_penalty = 0}); }, {"repetition_penalty"}));
+}
 
 TEST(Llama, ConfigsOfTheFamilyAreReadAndWhatIsNotImplementedIsRefusedByName) {
   const fs::path dir = fs::temp_directory_path() / "tg_llama_config";

@@ -200,7 +200,9 @@ TEST(Train, DecoderLMOverfitsAndSamples) {
   EXPECT_EQ(stopped, (std::vector<int64_t>{1, 2, 3}));
   EXPECT_TRUE(throws_with([&] { tg::sample(lm, {}, {}); }, {"at least one token"}));
   EXPECT_TRUE(throws_with([&] { tg::sample(lm, {9}, {}); }, {"prompt id 9"}));
-  EXPECT_TRUE(throws_with([&] { tg::sample(lm, {1}, {.temperature = 0}); }, {"temperature must be > 0"}));
+  EXPECT_TRUE(throws_with([&] { tg::sample(lm, {1}, {.temperature = -0.5}); }, {"temperature must be >= 0", "-0.5"}));
+  // Temperature 0 is greedy: the same tokens as top-1, drawing nothing.
+  EXPECT_EQ(tg::sample(lm, {0}, {.max_new_tokens = 20, .temperature = 0}), greedy);
 }
 
 }  // namespace

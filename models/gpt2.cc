@@ -1,0 +1,155 @@
+// GPT-2 checkpoints from Hugging Face, loaded into the zoo's DecoderLM (the same architecture:
+// learned positions, pre-norm blocks, GELU feed-forward, tied head).
+#include <fmt/format.h>
+
+#include "models/causal_lm.h"
+#include "models/hf_config_internal.h"
+#include "models/transformer.h"
+
+namespace tg {
+
+namespace {
+using hf::brief;
+using hf::json;
+
+Status read_token_id(const json& j, const char* key, int64_t vocab, int64_t& value, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
+    return io_error("{}: {} = {} (expected a token id in [0, {}))", path, key, brief(*it), vocab);
+  value = v.get<int64_t>();
+  return {};
+}
+}  // namespace
+
+Result<LMConfig> LMConfig::from_json(const std::string& path) {
+  Result<json> parsed = hf::read_config(path);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  if (auto t = j.find("model_type"); t == j.end() || !t->is_string() || t->get<std::string>() != "gpt2")
+    return io_error("{}: model_type {} is not supported (expected gpt2)", path,
+                    t == j.end() ? std::string("(missing)") : brief(*t));
+  LMConfig c;
+  int64_t d = 0, heads = 0, inner = 0;
+  c.vocab = 0;
+  c.layers = -1;
+  c.context = 1024;
+  TG_RETURN_IF_ERROR(hf::read_int(j, "vocab_size", 1, int64_t{1} << 24, c.vocab, path));
+  TG_RETURN_IF_ERROR(hf::read_int(j, "n_ctx", 1, int64_t{1} << 24, c.context, path));  // older files
+  TG_RETURN_IF_ERROR(hf::read_int(j, "n_positions", 1, int64_t{1} << 24, c.context, path));
+  TG_RETURN_IF_ERROR(hf::read_int(j, "n_embd", 1, 1 << 17, d, path));
+  TG_RETURN_IF_ERROR(hf::read_int(j, "n_layer", 0, 1024, c.layers, path));
+  TG_RETURN_IF_ERROR(hf::read_int(j, "n_head", 1, 4096, heads, path));
+  TG_RETURN_IF_ERROR(hf::read_int(j, "n_inner", 1, 1 << 20, inner, path));
+  if (c.vocab == 0 || d == 0 || heads == 0 || c.layers < 0)
+    return io_error("{}: vocab_size, n_embd, n_layer and n_head are required", path);
+  if (d % heads != 0) return io_error("{}: n_embd {} is not a multiple of n_head {}", path, d, heads);
+  c.layer.d_model = d;
+  c.layer.heads = heads;
+  c.layer.d_ff = inner > 0 ? inner : 4 * d;
+  c.layer.norm_first = true;
+  c.layer.dropout = 0.1;
+  c.layer.attn_dropout = 0.1;
+  TG_RETURN_IF_ERROR(hf::read_number(j, "resid_pdrop", 0, 1, c.layer.dropout, path, true));
+  TG_RETURN_IF_ERROR(hf::read_number(j, "attn_pdrop", 0, 1, c.layer.attn_dropout, path, true));
+  TG_RETURN_IF_ERROR(hf::read_number(j, "layer_norm_epsilon", 0, 1, c.layer.eps, path));
+  TG_RETURN_IF_ERROR(hf::read_bool(j, "tie_word_embeddings", c.tie_weights, path));
+  if (auto a = j.find("activation_function"); a != j.end() && !a->is_null()) {
+    const std::string act = a->is_string() ? a->get<std::string>() : "";
+    if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.layer.activation = Activation::GeluTanh;
+    else if (act == "gelu") c.layer.activation = Activation::Gelu;
+    else if (act == "relu") c.layer.activation = Activation::Relu;
+    else return io_error("{}: activation_function {} is not supported (gelu_new, gelu_pytorch_tanh, gelu or relu)", path, brief(*a));
+  } else {
+    c.layer.activation = Activation::GeluTanh;  // GPT2Config's default, gelu_new
+  }
+  if (auto e = j.find("embd_pdrop"); e != j.end() && e->is_number() && e->get<double>() != c.layer.dropout)
+    return io_error("{}: embd_pdrop {} differs from resid_pdrop {} (one dropout rate is supported)", path, brief(*e),
+                    c.layer.dropout);
+  TG_RETURN_IF_ERROR(read_token_id(j, "bos_token_id", c.vocab, c.bos_id, path));
+  TG_RETURN_IF_ERROR(read_token_id(j, "eos_token_id", c.vocab, c.eos_id, path));
+  // What would change the computation and is not implemented here.
+  bool scale = true, by_layer = false, cross = false;
+  TG_RETURN_IF_ERROR(hf::read_bool(j, "scale_attn_weights", scale, path));
+  TG_RETURN_IF_ERROR(hf::read_bool(j, "scale_attn_by_inverse_layer_idx", by_layer, path));
+  TG_RETURN_IF_ERROR(hf::read_bool(j, "add_cross_attention", cross, path));
+  if (!scale) return io_error("{}: scale_attn_weights = false is not supported (attention is scaled by 1/sqrt(head size))", path);
+  if (by_layer) return io_error("{}: scale_attn_by_inverse_layer_idx = true is not supported", path);
+  if (cross) return io_error("{}: add_cross_attention = true is not supported (a decoder-only model)", path);
+  return c;
+}
+
+NameMapping DecoderLM::hugging_face_names() {
+  const std::string L = R"(^h\.(\d+)\.)";
+  return {.ignore = {R"((^|\.)h\.\d+\.attn\.(bias|masked_bias)$)"},
+          .strip_prefixes = {"transformer."},
+          .renames = {{R"(^wte\.)", "tok_embed."},
+                      {R"(^wpe\.)", "pos_embed."},
+                      {R"(^ln_f\.)", "norm."},
+                      {L + R"(ln_1\.)", "layers.$1.norm1."},
+                      {L + R"(ln_2\.)", "layers.$1.norm2."},
+                      {L + R"(attn\.c_attn\.)", "layers.$1.self_attn.c_attn."},
+                      {L + R"(attn\.c_proj\.)", "layers.$1.self_attn.w_o."},
+                      {L + R"(mlp\.c_fc\.)", "layers.$1.ffn.linear1."},
+                      {L + R"(mlp\.c_proj\.)", "layers.$1.ffn.linear2."}},
+          .transpose = {R"(^layers\.\d+\.(self_attn\.(c_attn|w_o)|ffn\.linear[12])\.weight$)"},
+          .splits = {{R"(^(layers\.\d+\.self_attn\.)c_attn\.(weight|bias)$)", {"$1w_q.$2", "$1w_k.$2", "$1w_v.$2"}}}};
+}
+
+Result<std::unique_ptr<DecoderLM>> DecoderLM::from_pretrained(const std::string& dir) {
+  const std::string config_path = dir + "/config.json";
+  Result<LMConfig> cfg = LMConfig::from_json(config_path);
+  if (!cfg.ok()) return cfg.status();
+  Result<SafetensorsCheckpoint> file = open_safetensors_checkpoint(dir);
+  if (!file.ok()) return file.status();
+  const LMConfig& c = *cfg;
+  const hf::HeaderShapes header = hf::header_shapes(*file, "transformer.", "h.", config_path);
+  const int64_t D = c.layer.d_model, F = c.layer.d_ff;
+  TG_RETURN_IF_ERROR(header.expect("wte.weight", {c.vocab, D}, "vocab_size, n_embd"));
+  TG_RETURN_IF_ERROR(header.expect("wpe.weight", {c.context, D}, "n_positions, n_embd"));
+  if (!c.tie_weights) TG_RETURN_IF_ERROR(header.expect("lm_head.weight", {c.vocab, D}, "vocab_size, n_embd"));
+  TG_RETURN_IF_ERROR(header.expect_layers(c.layers, "n_layer"));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = fmt::format("h.{}.", i);
+    TG_RETURN_IF_ERROR(header.expect(p + "attn.c_attn.weight", {D, 3 * D}, "n_embd (Conv1D: [in, out])"));
+    TG_RETURN_IF_ERROR(header.expect(p + "attn.c_proj.weight", {D, D}, "n_embd"));
+    TG_RETURN_IF_ERROR(header.expect(p + "mlp.c_fc.weight", {D, F}, "n_embd, n_inner (Conv1D: [in, out])"));
+    TG_RETURN_IF_ERROR(header.expect(p + "mlp.c_proj.weight", {F, D}, "n_inner, n_embd (Conv1D: [in, out])"));
+  }
+  std::unique_ptr<DecoderLM> model;
+  try {
+    SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
+    model = std::make_unique<DecoderLM>(c);
+  } catch (const std::bad_alloc&) {
+    return io_error("{}: not enough memory for the model {} describes", file->source, config_path);
+  }
+  NameMapping names = hugging_face_names();
+  if (c.tie_weights) names.ignore.push_back(R"(^lm_head\.weight$)");  // some tied checkpoints store it too
+  Result<LoadReport> r = tg::load_pretrained(*model, *file, {.strict = true, .names = names});
+  if (!r.ok()) return r.status();
+  model->eval();
+  return model;
+}
+
+Result<std::unique_ptr<CausalLM>> load_causal_lm(const std::string& dir) {
+  const std::string config_path = dir + "/config.json";
+  Result<hf::json> j = hf::read_config(config_path);
+  if (!j.ok()) return j.status();
+  auto t = j->find("model_type");
+  const std::string type = t != j->end() && t->is_string() ? t->get<std::string>() : "";
+  if (type == "gpt2") {
+    Result<std::unique_ptr<DecoderLM>> m = DecoderLM::from_pretrained(dir);
+    if (!m.ok()) return m.status();
+    return std::unique_ptr<CausalLM>(std::move(*m));
+  }
+  if (type == "llama" || type == "mistral" || type == "qwen2") {
+    Result<std::unique_ptr<LlamaForCausalLM>> m = LlamaForCausalLM::from_pretrained(dir);
+    if (!m.ok()) return m.status();
+    return std::unique_ptr<CausalLM>(std::move(*m));
+  }
+  return io_error("{}: model_type {} is not supported (gpt2, llama, mistral or qwen2)", config_path,
+                  t == j->end() ? std::string("(missing)") : hf::brief(*t));
+}
+
+}  // namespace tg
