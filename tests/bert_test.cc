@@ -305,7 +305,11 @@ TEST(WordPiece, RefusesWhatItCannotRead) {
     auto r = tg::text::Tokenizer::parse(bytes, "x/tokenizer.json");
     return r.ok() ? std::string("loaded") : r.status().message();
   };
-  EXPECT_EQ(err(tiny_tokenizer_json("BPE")), "x/tokenizer.json: model type 'BPE' is not supported (expected a WordPiece model, as BERT's)");
+  // A BPE model is read as byte-level BPE, which refuses WordPiece's "##" prefix by name.
+  EXPECT_EQ(err(tiny_tokenizer_json("BPE")),
+            "x/tokenizer.json: model.continuing_subword_prefix = \"##\" is not supported (byte-level BPE has none)");
+  EXPECT_EQ(err(tiny_tokenizer_json("Unigram")),
+            "x/tokenizer.json: model type 'Unigram' is not supported (expected a WordPiece model, as BERT's)");
   EXPECT_NE(err("{\"model\": {\"type\": \"WordPiece\"").find("not valid JSON"), std::string::npos);
   EXPECT_NE(err("{\"version\": \"1.0\"}").find("no \"model\" object"), std::string::npos);
   nlohmann::json j = nlohmann::json::parse(tiny_tokenizer_json());

@@ -40,7 +40,9 @@ bool looks_like_text(std::string_view bytes) {
 
 Encoding Tokenizer::assemble(std::vector<int64_t> a, std::optional<std::vector<int64_t>> b, const EncodeOptions& o) const {
   check_options(o);
-  const int64_t specials = o.add_special_tokens ? (b ? 3 : 2) : 0;
+  // Specials a tokenizer does not use (an id of -1: byte-level BPE puts nothing after a segment) are left out.
+  const int64_t first = cls_id() >= 0 ? 1 : 0, after = sep_id() >= 0 ? 1 : 0;
+  const int64_t specials = o.add_special_tokens ? first + after * (b ? 2 : 1) : 0;
   int64_t na = static_cast<int64_t>(a.size()), nb = b ? static_cast<int64_t>(b->size()) : 0;
   if (o.truncation && o.max_length > 0 && na + nb + specials > o.max_length) {
     TG_CHECK(o.max_length >= specials, "encode_pair", "max_length {} leaves no room for the {} special tokens", o.max_length,
@@ -69,12 +71,12 @@ Encoding Tokenizer::assemble(std::vector<int64_t> a, std::optional<std::vector<i
     e.type_ids.push_back(type);
     e.attention_mask.push_back(1);
   };
-  if (o.add_special_tokens) add(cls_id(), 0);
+  if (o.add_special_tokens && first) add(cls_id(), 0);
   for (int64_t id : a) add(id, 0);
-  if (o.add_special_tokens) add(sep_id(), 0);
+  if (o.add_special_tokens && after) add(sep_id(), 0);
   if (b) {
     for (int64_t id : *b) add(id, 1);
-    if (o.add_special_tokens) add(sep_id(), 1);
+    if (o.add_special_tokens && after) add(sep_id(), 1);
   }
   if (o.padding == Padding::kMaxLength) pad(e, round_up(o.max_length, o.pad_to_multiple_of));
   if (o.padding == Padding::kLongest) pad(e, round_up(static_cast<int64_t>(e.ids.size()), o.pad_to_multiple_of));
@@ -154,7 +156,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::parse(std::string_view bytes, std:
                     kMaxFileBytes >> 20);
   if (bytes.empty()) return io_error("{}: an empty file, not a tokenizer", source);
   if (internal::is_vocab_tokenizer_file(bytes)) return internal::parse_vocab_tokenizer(bytes, source);
-  if (internal::is_hf_tokenizer_json(bytes)) return internal::parse_wordpiece(bytes, source);
+  if (internal::is_hf_tokenizer_json(bytes))
+    return internal::is_byte_bpe_json(bytes) ? internal::parse_byte_bpe(bytes, source) : internal::parse_wordpiece(bytes, source);
   Result<std::unique_ptr<Tokenizer>> spm = internal::parse_sentencepiece(bytes, source);
   if (spm.ok() || !looks_like_text(bytes)) return spm;
   return io_error("{}: not a tokenizer file (line 1 is not 'tapegrad tokenizer word|char ...', and the file is not a "
@@ -163,7 +166,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::parse(std::string_view bytes, std:
 }
 
 std::string Tokenizer::file_name(std::string_view kind, std::string_view stem) {
-  if (kind == "wordpiece") return fmt::format("{}.json", stem);
+  if (kind == "wordpiece" || kind == "byte_bpe") return fmt::format("{}.json", stem);
   check_kind(kind).or_throw();
   return fmt::format("{}.{}", stem, is_subword(kind) ? "spm" : "txt");
 }

@@ -4,6 +4,11 @@
 //   "word"     words and punctuation (text/split.h), detokenized on decode
 //   "bpe"      SentencePiece byte-pair encoding  } trained on the training text
 //   "unigram"  SentencePiece unigram LM          }
+//   "byte_bpe" byte-level BPE (GPT-2, Llama 3, SmolLM), read from a Hugging Face tokenizer.json
+//              (not trained here): added tokens, GPT-2's or Llama 3's / Qwen2's split pattern,
+//              merges by rank, a BOS from the post-processor template; the ids of `tokenizers`.
+//              Text must be UTF-8 (else tg::Error naming line and column); decode() skips
+//              special tokens and round-trips bytes
 //   "wordpiece" BERT's WordPiece, read from a Hugging Face tokenizer.json (not trained here):
 //              its normalizer, pre-tokenizer and [CLS]/[SEP] template, giving the ids of the
 //              Hugging Face `tokenizers` package (the file's truncation and padding settings are
@@ -71,7 +76,7 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // ---- what each algorithm provides ----
-  virtual std::string kind() const = 0;  // "char", "word", "bpe", "unigram" or "wordpiece"
+  virtual std::string kind() const = 0;  // "char", "word", "bpe", "unigram", "byte_bpe" or "wordpiece"
   // The token strings of a text before the vocabulary (words, characters, pieces).
   virtual std::vector<std::string> tokenize(std::string_view text) const = 0;
   // Ids without specials; unknown tokens are unk_id().
@@ -89,8 +94,8 @@ class Tokenizer {
   virtual int64_t bos_id() const { return kBos; }
   virtual int64_t eos_id() const { return kEos; }
   virtual int64_t unk_id() const { return kUnk; }
-  virtual int64_t cls_id() const { return bos_id(); }  // what encode_pair() puts first
-  virtual int64_t sep_id() const { return eos_id(); }  // what encode_pair() puts after each segment
+  virtual int64_t cls_id() const { return bos_id(); }  // what encode_pair() puts first (-1: nothing)
+  virtual int64_t sep_id() const { return eos_id(); }  // what encode_pair() puts after each segment (-1: nothing)
 
   // ---- built on the above ----
   // One or two segments with specials, truncation, padding, type ids and attention mask.
@@ -112,7 +117,7 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> train(std::string_view kind, const std::vector<std::string>& sentences,
                                                    const TrainOptions& options = {});
   // A file written by save(), of any kind: word and char files start with a line
-  // "tapegrad tokenizer word|char ..."; a JSON object is a Hugging Face tokenizer.json (WordPiece
+  // "tapegrad tokenizer word|char ..."; a JSON object is a Hugging Face tokenizer.json (WordPiece or byte-level BPE
   // models only); anything else is tried as a SentencePiece model (ours end
   // with a fingerprint field that SentencePiece ignores; a changed byte is refused). Refuses corrupt,
   // truncated and oversized files with one line naming the file.
@@ -120,7 +125,7 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> parse(std::string_view bytes, std::string_view source);
 
   // The conventional file name in a model folder: STEM.txt (word, char), STEM.spm (bpe, unigram)
-  // or STEM.json (wordpiece).
+  // or STEM.json (wordpiece, byte_bpe).
   static std::string file_name(std::string_view kind, std::string_view stem = "tokenizer");
   // save() as DIR/file_name(kind(), stem); load_in finds DIR/STEM.txt, STEM.spm or STEM.json (or an older
   // DIR/STEM_vocab.txt).

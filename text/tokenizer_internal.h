@@ -26,6 +26,13 @@ Result<std::unique_ptr<Tokenizer>> train_sentencepiece(std::string_view kind, co
 bool is_hf_tokenizer_json(std::string_view bytes);  // the first non-blank byte is '{'
 Result<std::unique_ptr<Tokenizer>> parse_wordpiece(std::string_view bytes, std::string_view source);
 
+// Byte-level BPE from a Hugging Face tokenizer.json (text/byte_bpe_tokenizer.cc).
+bool is_byte_bpe_json(std::string_view bytes);  // a JSON object whose model.type is "BPE"
+Result<std::unique_ptr<Tokenizer>> parse_byte_bpe(std::string_view bytes, std::string_view source);
+// Its pre-tokenizer's pieces, in byte-level characters, ignoring added tokens (for the tests'
+// comparison with tokenizers' pre_tokenize_str).
+std::vector<std::string> byte_bpe_pre_tokenize(const Tokenizer& t, std::string_view text);
+
 // The piece that stands for a line break when keep_newlines is on: U+2424 SYMBOL FOR NEWLINE.
 inline constexpr std::string_view kNewlinePiece = "\xE2\x90\xA4";
 

@@ -1,0 +1,132 @@
+// Byte-level BPE from Hugging Face tokenizer.json files (GPT-2, Llama 3, Qwen2 and SmolLM forms),
+// against the ids and pre-tokenizer pieces of the `tokenizers` package on 2,000 strings of many
+// scripts, emoji, digits and whitespace runs (tests/golden/tokenizers, made by
+// bench/make_byte_bpe_golden.py); decoding round-trips; bad files and bad text are one line.
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_internal.h"
+
+namespace {
+using namespace tgt;
+using tg::text::Tokenizer;
+using nlohmann::json;
+
+std::string dir() { return std::string(TG_TEST_DATA_DIR) + "/golden/tokenizers"; }
+
+const json& golden() {
+  static const json j = [] {
+    std::ifstream in(dir() + "/golden.json");
+    return json::parse(in);
+  }();
+  return j;
+}
+
+class ByteBpeGolden : public ::testing::TestWithParam<std::string> {};
+
+void expect_ids(const Tokenizer& tok, const json& g, bool check_pieces) {
+  const json& strings = golden()["strings"];
+  size_t wrong = 0, wrong_pieces = 0, wrong_decode = 0;
+  for (size_t i = 0; i < strings.size(); ++i) {
+    const std::string s = strings[i].get<std::string>();
+    const auto want = g["ids"][i].get<std::vector<int64_t>>();
+    const auto got = tok.encode(s);
+    if (got != want && wrong++ < 3) ADD_FAILURE() << "ids of " << json(s).dump() << ": " << json(got).dump() << " != " << json(want).dump();
+    const auto want_special = g.contains("ids_special") ? g["ids_special"][i].get<std::vector<int64_t>>() : want;
+    EXPECT_EQ(tok.encode_pair(s).ids, want_special) << json(s).dump();
+    if (check_pieces && g.contains("pieces")) {
+      const auto pieces = tg::text::internal::byte_bpe_pre_tokenize(tok, s);
+      if (pieces != g["pieces"][i].get<std::vector<std::string>>() && wrong_pieces++ < 3)
+        ADD_FAILURE() << "pieces of " << json(s).dump() << ": " << json(pieces).dump() << " != " << g["pieces"][i].dump();
+    }
+    // Decoding round-trips the bytes (special tokens are skipped: compare texts without them).
+    bool has_special = false;
+    for (int64_t id : want) has_special = has_special || tok.token(id).rfind("<|", 0) == 0;
+    if (!has_special && tok.decode(want) != s && wrong_decode++ < 3) ADD_FAILURE() << "decode of " << json(s).dump();
+  }
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(wrong_pieces, 0u);
+  EXPECT_EQ(wrong_decode, 0u);
+}
+
+TEST_P(ByteBpeGolden, IdsAndPiecesEqualTokenizers) {
+  auto tok = Tokenizer::load(dir() + "/" + GetParam() + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  EXPECT_EQ((*tok)->kind(), "byte_bpe");
+  expect_ids(**tok, golden()[GetParam()], true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, ByteBpeGolden, ::testing::Values("gpt2", "llama3", "qwen2", "smollm"));
+
+TEST(ByteBpe, MergesAsStringsTheOlderFormGiveTheSameIds) {
+  auto tok = Tokenizer::load(dir() + "/gpt2/tokenizer_legacy.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  expect_ids(**tok, golden()["gpt2"], false);
+}
+
+TEST(ByteBpe, SpecialTokensTemplateAndDecoding) {
+  auto tok = Tokenizer::load(dir() + "/llama3/tokenizer.json").value();
+  const int64_t bos = tok->id_of("<|begin_of_text|>");
+  EXPECT_GE(bos, 0);
+  EXPECT_EQ(tok->bos_id(), bos);
+  EXPECT_EQ(tok->encode_pair("Hi").ids.front(), bos);
+  const auto ids = tok->encode("a<|end_of_text|>b <tg_extra> c");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tok->id_of("<|end_of_text|>")), 1);
+  EXPECT_EQ(tok->decode(ids), "ab <tg_extra> c");  // specials skipped, other added tokens kept
+  // A token that ends in the middle of a UTF-8 character decodes to U+FFFD until the rest comes.
+  auto gpt2 = Tokenizer::load(dir() + "/gpt2/tokenizer.json").value();
+  const auto euro = gpt2->encode("€");
+  ASSERT_GE(euro.size(), 2u);
+  EXPECT_EQ(gpt2->decode({euro[0]}), "\xEF\xBF\xBD");
+  EXPECT_EQ(gpt2->decode(euro), "€");
+}
+
+// The fuzzers' seed (a cut-down Llama 3 form: 20 merges) loads and gives tokenizers' ids.
+TEST(ByteBpe, FuzzSeedLoads) {
+  auto tok = Tokenizer::load(std::string(TG_TEST_DATA_DIR) + "/fuzz/corpus/tokenizer/byte_bpe.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  EXPECT_EQ((*tok)->encode_pair("Hello world <tg_extra>").ids, (std::vector<int64_t>{0, 41, 70, 275, 80, 265, 272, 77, 69, 222, 280}));
+}
+
+TEST(ByteBpe, InvalidUtf8IsRefusedNamingLineAndColumn) {
+  auto tok = Tokenizer::load(dir() + "/gpt2/tokenizer.json").value();
+  EXPECT_TRUE(throws_with([&] { tok->encode("ok\nab\xFF" "c"); }, {"UTF-8", "0xFF", "line 2", "column 3"}));
+  EXPECT_TRUE(throws_with([&] { tok->encode("\xC3"); }, {"line 1", "column 1"}));
+  EXPECT_TRUE(throws_with([&] { tok->encode("\xED\xA0\x80"); }, {"UTF-8"}));  // a surrogate
+}
+
+TEST(ByteBpe, WhatIsNotImplementedIsRefusedByName) {
+  std::ifstream in(dir() + "/llama3/tokenizer.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto refused = [&](const std::function<void(json&)>& change, std::vector<std::string> words) {
+    json j = json::parse(text);
+    change(j);
+    auto r = Tokenizer::parse(j.dump(), "tok.json");
+    if (r.ok()) return ::testing::AssertionFailure() << "accepted";
+    for (const std::string& w : words)
+      if (r.status().message().find(w) == std::string::npos)
+        return ::testing::AssertionFailure() << "'" << w << "' not in: " << r.status().message();
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(refused([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; },
+                      {"tok.json", "split pattern", "\\\\w+"}));
+  EXPECT_TRUE(refused([](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, {"normalizer", "NFKC"}));
+  EXPECT_TRUE(refused([](json& j) { j["model"]["byte_fallback"] = true; }, {"byte_fallback", "SentencePiece"}));
+  EXPECT_TRUE(refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, {"Metaspace"}));
+  EXPECT_TRUE(refused([](json& j) { j["model"]["merges"][3] = json::array({"zz", "qq"}); }, {"merge 3", "vocabulary"}));
+  EXPECT_TRUE(refused([](json& j) { j["model"]["merges"][5] = "nospace"; }, {"merge 5"}));
+  EXPECT_TRUE(refused(
+      [](json& j) {
+        j["model"]["vocab"]["\u2603x"] = j["model"]["vocab"]["!"];
+        j["model"]["vocab"].erase("!");
+      },
+      {"byte 0x21", "not a byte-level BPE"}));
+  EXPECT_TRUE(refused([](json& j) { j["model"]["vocab"]["!"] = 1 << 24; }, {"model.vocab['!']", "16777216"}));
+  EXPECT_TRUE(refused([](json& j) { j["added_tokens"][0]["lstrip"] = true; }, {"lstrip"}));
+  EXPECT_TRUE(refused([](json& j) { j["model"]["dropout"] = 0.1; }, {"dropout"}));
+}
+
+}  // namespace

@@ -1,0 +1,606 @@
+// Byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM) read from a Hugging Face tokenizer.json, giving
+// the ids of the Hugging Face `tokenizers` package:
+//   1. added tokens (<|endoftext|>, <|begin_of_text|>, ...) are cut out of the text first, leftmost
+//      and longest first, and become their own ids;
+//   2. each remaining segment is split by the pre-tokenizer: its regex (GPT-2's, Llama 3's or
+//      Qwen2's, matched by hand below: std::regex has no \p{L} and backtracks slowly) and/or
+//      single digits;
+//   3. each piece's UTF-8 bytes become printable characters (GPT-2's bytes_to_unicode), which
+//      byte-pair merges join by rank into vocabulary tokens.
+// Decoding maps the characters back to bytes. The Unicode classes come from byte_bpe_unicode.inc,
+// probed from `tokenizers` itself by bench/make_byte_bpe_unicode.py.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "graph/error.h"
+#include "io/file.h"
+#include "text/tokenizer_internal.h"
+
+namespace tg::text::internal {
+namespace {
+
+struct CodeRange {
+  char32_t first, last;
+};
+#include "byte_bpe_unicode.inc"
+
+template <size_t N>
+bool in(const CodeRange (&table)[N], char32_t c) {
+  const CodeRange* it = std::upper_bound(table, table + N, c, [](char32_t v, const CodeRange& r) { return v < r.first; });
+  return it != table && c <= (it - 1)->last;
+}
+bool is_letter(char32_t c) { return c < 0x80 ? ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') : in(kLetter, c); }
+bool is_number(char32_t c) { return c < 0x80 ? (c >= '0' && c <= '9') : in(kNumber, c); }
+bool is_space(char32_t c) { return c < 0x80 ? (c == ' ' || (c >= 9 && c <= 13)) : in(kSpace, c); }
+bool is_newline(char32_t c) { return c == '\r' || c == '\n'; }
+
+// The split patterns we match exactly (as tokenizer.json files spell them).
+enum class Pattern { kNone, kGpt2, kLlama3, kQwen2 };
+constexpr std::string_view kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// Length of the contraction ('s 't 're 've 'm 'll 'd) at s[i], 0 if none; case-insensitive as
+// Oniguruma folds: s also matches S and U+017F.
+size_t contraction(const std::u32string& s, size_t i, bool fold) {
+  if (s[i] != '\'' || i + 1 >= s.size()) return 0;
+  auto is = [&](size_t k, char32_t lower) {
+    if (k >= s.size()) return false;
+    const char32_t c = s[k];
+    return c == lower || (fold && (c == lower - 32 || (lower == 's' && c == 0x17F)));
+  };
+  if (is(i + 1, 's') || is(i + 1, 't') || is(i + 1, 'm') || is(i + 1, 'd')) return 2;
+  if ((is(i + 1, 'r') || is(i + 1, 'v')) && is(i + 2, 'e')) return 3;
+  if (is(i + 1, 'l') && is(i + 2, 'l')) return 3;
+  return 0;
+}
+
+// The pattern's match at s[i] (its length; the patterns match every character, so never 0).
+size_t match_at(const std::u32string& s, size_t i, Pattern p) {
+  const size_t n = s.size();
+  auto run = [&](size_t k, auto pred) {
+    while (k < n && pred(s[k])) ++k;
+    return k;
+  };
+  auto other = [](char32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
+  if (size_t c = contraction(s, i, p != Pattern::kGpt2)) return c;
+  if (p == Pattern::kGpt2) {
+    const size_t j = s[i] == ' ' && i + 1 < n ? i + 1 : i;  // ' ?' then a class
+    for (auto pred : {+[](char32_t c) { return is_letter(c); }, +[](char32_t c) { return is_number(c); }}) {
+      if (pred(s[j])) return run(j, pred) - i;
+      if (j != i && pred(s[i])) return run(i, pred) - i;
+    }
+    if (other(s[j])) return run(j, other) - i;
+  } else {
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (!is_newline(s[i]) && !is_letter(s[i]) && !is_number(s[i]) && i + 1 < n && is_letter(s[i + 1]))
+      return run(i + 1, is_letter) - i;
+    if (is_letter(s[i])) return run(i, is_letter) - i;
+    if (is_number(s[i])) {  // \p{N}{1,3} or \p{N}
+      size_t k = i + 1;
+      while (p == Pattern::kLlama3 && k < n && k < i + 3 && is_number(s[k])) ++k;
+      return k - i;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+    const size_t j = s[i] == ' ' && i + 1 < n && other(s[i + 1]) ? i + 1 : i;
+    if (other(s[j])) return run(run(j, other), is_newline) - i;
+    // \s*[\r\n]+ : up to the last line break of the whitespace run
+    const size_t end = run(i, is_space);
+    for (size_t k = end; k > i; --k)
+      if (is_newline(s[k - 1])) return k - i;
+  }
+  // \s+(?!\S) then \s+
+  const size_t end = run(i, is_space);
+  if (end == n || end - i == 1) return end - i;
+  return end - 1 - i;
+}
+
+// Decodes UTF-8 strictly; returns the byte offset of the first invalid sequence, or npos.
+size_t decode_utf8(std::string_view s, std::u32string& out) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    const int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + static_cast<size_t>(len) > s.size()) return i;
+    char32_t c = len == 1 ? b0 : len == 2 ? (b0 & 0x1F) : len == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      if ((b & 0xC0) != 0x80) return i;
+      c = (c << 6) | (b & 0x3F);
+    }
+    constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < kMin[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return i;
+    out.push_back(c);
+    i += static_cast<size_t>(len);
+  }
+  return std::string_view::npos;
+}
+
+void append_utf8(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others for U+0100 on.
+std::array<char32_t, 256> byte_chars() {
+  std::array<char32_t, 256> m{};
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    m[static_cast<size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return m;
+}
+
+using nlohmann::json;
+std::string brief(const json& v) { return clip_for_message(v.dump(-1, ' ', false, json::error_handler_t::replace)); }
+const json* member(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+std::string type_of(const json* o) {
+  return o && o->is_object() && o->contains("type") && (*o)["type"].is_string() ? (*o)["type"].get<std::string>() : "";
+}
+
+class ByteBpeTokenizer : public Tokenizer {
+ public:
+  static Result<std::unique_ptr<Tokenizer>> parse(std::string_view bytes, std::string_view source);
+
+  std::string kind() const override { return "byte_bpe"; }
+  std::vector<std::string> tokenize(std::string_view text) const override {
+    std::vector<std::string> out;
+    for (int64_t id : encode(text)) out.push_back(token(id));
+    return out;
+  }
+  std::vector<int64_t> encode(std::string_view text) const override;
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  std::string token(int64_t id) const override {
+    TG_CHECK(id >= 0 && id < size(), "Tokenizer", "id {} is outside the vocabulary [0, {})", id, size());
+    return tokens_[static_cast<size_t>(id)];
+  }
+  int64_t id_of(std::string_view token) const override {
+    auto it = vocab_.find(std::string(token));
+    return it == vocab_.end() ? unk_id() : it->second;
+  }
+  int64_t size() const override { return static_cast<int64_t>(tokens_.size()); }
+  std::string serialize() const override { return bytes_; }
+  int64_t pad_id() const override { return pad_; }
+  int64_t bos_id() const override { return bos_; }
+  int64_t eos_id() const override { return -1; }  // generation stops at the model's eos (config.json)
+  int64_t unk_id() const override { return unk_; }
+  int64_t cls_id() const override { return bos_; }  // what the post-processor puts before a text (-1: nothing)
+  int64_t sep_id() const override { return -1; }
+  // The pre-tokenizer's pieces of `text` as byte-level characters (tokenizers' pre_tokenize_str).
+  std::vector<std::string> pre_tokenize(std::string_view text) const {
+    std::u32string cps;
+    TG_CHECK(decode_utf8(text, cps) == std::string_view::npos, "Tokenizer", "the text is not valid UTF-8");
+    std::vector<std::string> out;
+    for_each_piece(cps, [&](const std::string& w) { out.push_back(w); });
+    return out;
+  }
+
+ private:
+  void for_each_piece(const std::u32string& text, const std::function<void(const std::string&)>& f) const;
+  void encode_segment(const std::u32string& text, std::vector<int64_t>& out) const;
+  void bpe(const std::string& word, std::vector<int64_t>& out) const;
+
+  std::string bytes_;
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, int64_t> vocab_;
+  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> merges_;  // (left id, right id) -> (rank, merged id)
+  struct Added {
+    std::string content;
+    int64_t id;
+    bool special;
+  };
+  std::vector<Added> added_;  // longest first
+  std::vector<char> is_special_, is_added_;
+  std::array<bool, 256> added_first_{};  // the first bytes of added tokens
+  std::array<std::string, 256> byte_token_;  // each byte's character as UTF-8
+  std::unordered_map<char32_t, int> char_byte_;
+  Pattern pattern_ = Pattern::kNone;
+  bool digits_ = false, ignore_merges_ = false;
+  int64_t unk_ = -1, bos_ = -1, pad_ = -1;
+};
+
+void ByteBpeTokenizer::bpe(const std::string& word, std::vector<int64_t>& out) const {
+  if (ignore_merges_)
+    if (auto it = vocab_.find(word); it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  // The word's characters (each one byte's) as ids.
+  std::vector<int64_t> sym;
+  for (size_t i = 0; i < word.size();) {
+    const auto b0 = static_cast<unsigned char>(word[i]);
+    const size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : 4;
+    auto it = vocab_.find(word.substr(i, len));
+    sym.push_back(it == vocab_.end() ? unk_ : it->second);
+    i += len;
+  }
+  while (sym.size() > 1) {
+    int64_t best_rank = std::numeric_limits<int64_t>::max(), best_id = -1;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < sym.size(); ++i) {
+      if (sym[i] < 0 || sym[i + 1] < 0) continue;
+      auto it = merges_.find(static_cast<uint64_t>(sym[i]) << 32 | static_cast<uint64_t>(sym[i + 1]));
+      if (it != merges_.end() && it->second.first < best_rank) {
+        best_rank = it->second.first;
+        best_id = it->second.second;
+        at = i;
+      }
+    }
+    if (best_id < 0) break;
+    // Every occurrence of the pair, left to right (the first one found is the leftmost).
+    const int64_t a = sym[at], b = sym[at + 1];
+    std::vector<int64_t> next(sym.begin(), sym.begin() + static_cast<std::ptrdiff_t>(at));
+    for (size_t i = at; i < sym.size();) {
+      if (i + 1 < sym.size() && sym[i] == a && sym[i + 1] == b) {
+        next.push_back(best_id);
+        i += 2;
+      } else {
+        next.push_back(sym[i++]);
+      }
+    }
+    sym.swap(next);
+  }
+  for (int64_t id : sym)
+    if (id >= 0) out.push_back(id);  // a character outside the vocabulary with no unk token is dropped, as tokenizers does
+}
+
+void ByteBpeTokenizer::encode_segment(const std::u32string& text, std::vector<int64_t>& out) const {
+  for_each_piece(text, [&](const std::string& word) { bpe(word, out); });
+}
+
+void ByteBpeTokenizer::for_each_piece(const std::u32string& text, const std::function<void(const std::string&)>& f) const {
+  std::string utf8, word;
+  auto emit = [&](size_t from, size_t to) {
+    utf8.clear();
+    for (size_t k = from; k < to; ++k) append_utf8(utf8, text[k]);
+    word.clear();
+    for (char b : utf8) word += byte_token_[static_cast<unsigned char>(b)];
+    f(word);
+  };
+  auto split = [&](size_t from, size_t to) {  // the pattern's pieces of text[from, to)
+    if (pattern_ == Pattern::kNone) return emit(from, to);
+    const std::u32string part = text.substr(from, to - from);
+    for (size_t i = 0; i < part.size();) {
+      const size_t len = match_at(part, i, pattern_);
+      emit(from + i, from + i + len);
+      i += len;
+    }
+  };
+  if (!digits_) return split(0, text.size());
+  size_t start = 0;  // Digits(individual_digits): each ASCII digit a piece of its own
+  for (size_t i = 0; i < text.size(); ++i)
+    if (text[i] >= '0' && text[i] <= '9') {
+      if (start < i) split(start, i);
+      split(i, i + 1);
+      start = i + 1;
+    }
+  if (start < text.size()) split(start, text.size());
+}
+
+std::vector<int64_t> ByteBpeTokenizer::encode(std::string_view text) const {
+  std::vector<int64_t> out;
+  std::u32string cps;
+  auto segment = [&](std::string_view s, size_t offset) {
+    if (s.empty()) return;
+    cps.clear();
+    const size_t bad = decode_utf8(s, cps);
+    if (bad != std::string_view::npos) {
+      const size_t at = offset + bad;
+      const size_t line_start = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
+      const size_t line = static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n')) + 1;
+      const size_t column = line_start == std::string_view::npos ? at + 1 : at - line_start;
+      TG_CHECK(false, "Tokenizer", "the text is not valid UTF-8: byte 0x{:02X} at line {}, column {}",
+               static_cast<unsigned char>(text[at]), line, column);
+    }
+    encode_segment(cps, out);
+  };
+  size_t from = 0, i = 0;
+  while (i < text.size()) {
+    const Added* hit = nullptr;
+    if (added_first_[static_cast<unsigned char>(text[i])])
+      for (const Added& a : added_)
+      if (text.compare(i, a.content.size(), a.content) == 0) {
+        hit = &a;
+        break;
+      }
+    if (!hit) {
+      ++i;
+      continue;
+    }
+    segment(text.substr(from, i - from), from);
+    out.push_back(hit->id);
+    i += hit->content.size();
+    from = i;
+  }
+  segment(text.substr(from), from);
+  return out;
+}
+
+std::string ByteBpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string bytes;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= size() || is_special_[static_cast<size_t>(id)]) continue;
+    if (is_added_[static_cast<size_t>(id)]) {
+      bytes += tokens_[static_cast<size_t>(id)];
+      continue;
+    }
+    std::u32string cps;
+    decode_utf8(tokens_[static_cast<size_t>(id)], cps);
+    for (char32_t c : cps) {
+      auto it = char_byte_.find(c);
+      if (it != char_byte_.end()) bytes += static_cast<char>(it->second);
+      else append_utf8(bytes, c);
+    }
+  }
+  // Bytes that are not UTF-8 read as U+FFFD, as tokenizers' from_utf8_lossy.
+  std::string out;
+  std::u32string cps;
+  for (size_t i = 0; i < bytes.size();) {
+    cps.clear();
+    const size_t bad = decode_utf8(std::string_view(bytes).substr(i), cps);
+    for (char32_t c : cps) append_utf8(out, c);
+    if (bad == std::string_view::npos) break;
+    out += "\xEF\xBF\xBD";
+    // Skip the maximal invalid prefix: a lead byte and the continuation bytes that fit it.
+    size_t k = i + bad + 1;
+    const auto b0 = static_cast<unsigned char>(bytes[i + bad]);
+    const size_t want = (b0 >> 5) == 0x6 ? 1 : (b0 >> 4) == 0xE ? 2 : (b0 >> 3) == 0x1E ? 3 : 0;
+    for (size_t c = 0; c < want && k < bytes.size() && (static_cast<unsigned char>(bytes[k]) & 0xC0) == 0x80; ++c) ++k;
+    i = k;
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view bytes, std::string_view source) {
+  if (json_depth(bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply for a tokenizer.json", source);
+  const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return io_error("{}: not a JSON object (a Hugging Face tokenizer.json was expected)", source);
+  auto t = std::make_unique<ByteBpeTokenizer>();
+  t->bytes_ = std::string(bytes);
+  const json& model = j["model"];
+  // The BPE model: vocabulary, merges and the options that would change the result.
+  if (const json* d = member(model, "dropout"); d && !(d->is_number() && d->get<double>() == 0))
+    return io_error("{}: model.dropout = {} is not supported (BPE dropout is for training)", source, brief(*d));
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (const json* v = member(model, key); v && !(v->is_string() && v->get<std::string>().empty()))
+      return io_error("{}: model.{} = {} is not supported (byte-level BPE has none)", source, key, brief(*v));
+  if (const json* v = member(model, "byte_fallback"); v && !(v->is_boolean() && !v->get<bool>()))
+    return io_error("{}: model.byte_fallback = {}: SentencePiece-style BPE (Llama 2, TinyLlama) is not supported yet", source,
+                    brief(*v));
+  if (const json* v = member(model, "ignore_merges")) {
+    if (!v->is_boolean()) return io_error("{}: model.ignore_merges = {} (expected true or false)", source, brief(*v));
+    t->ignore_merges_ = v->get<bool>();
+  }
+  const json* vocab = member(model, "vocab");
+  if (!vocab || !vocab->is_object() || vocab->empty()) return io_error("{}: model.vocab is not an object of tokens and ids", source);
+  constexpr int64_t kMaxVocab = int64_t{1} << 24;
+  int64_t n = 0;
+  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= kMaxVocab)
+      return io_error("{}: model.vocab['{}'] = {} (expected an id in [0, {}))", source, clip_for_message(it.key()),
+                      brief(it.value()), kMaxVocab);
+    n = std::max(n, it.value().get<int64_t>() + 1);
+  }
+  // Added tokens may have ids past the model's vocabulary.
+  const json* added = member(j, "added_tokens");
+  if (added && !added->is_array()) return io_error("{}: added_tokens is not a list", source);
+  if (added)
+    for (const json& a : *added) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string() || a["content"].get<std::string>().empty() || a["id"].get<int64_t>() < 0 ||
+          a["id"].get<int64_t>() >= kMaxVocab)
+        return io_error("{}: an added_tokens entry without an id in [0, {}) and a content string: {}", source, kMaxVocab, brief(a));
+      n = std::max(n, a["id"].get<int64_t>() + 1);
+    }
+  t->tokens_.assign(static_cast<size_t>(n), std::string());
+  t->is_special_.assign(static_cast<size_t>(n), 0);
+  t->is_added_.assign(static_cast<size_t>(n), 0);
+  std::vector<char> used(static_cast<size_t>(n), 0);
+  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+    const auto id = static_cast<size_t>(it.value().get<int64_t>());
+    if (used[id]) return io_error("{}: model.vocab gives id {} to '{}' and '{}'", source, id, clip_for_message(t->tokens_[id]),
+                                  clip_for_message(it.key()));
+    used[id] = 1;
+    t->tokens_[id] = it.key();
+    t->vocab_[it.key()] = static_cast<int64_t>(id);
+  }
+  if (added)
+    for (const json& a : *added) {
+      const auto id = static_cast<size_t>(a["id"].get<int64_t>());
+      const std::string content = a["content"].get<std::string>();
+      if (used[id] && t->tokens_[id] != content)
+        return io_error("{}: added token '{}' has id {}, which the vocabulary gives to '{}'", source, clip_for_message(content), id,
+                        clip_for_message(t->tokens_[id]));
+      for (const char* key : {"single_word", "lstrip", "rstrip"})
+        if (a.contains(key) && !(a[key].is_boolean() && !a[key].get<bool>()))
+          return io_error("{}: added token '{}' has {} = {}, which is not supported", source, clip_for_message(content), key,
+                          brief(a[key]));
+      used[id] = 1;
+      t->tokens_[id] = content;
+      t->vocab_[content] = static_cast<int64_t>(id);
+      const bool special = a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>();
+      t->is_special_[id] = special;
+      t->added_.push_back({content, static_cast<int64_t>(id), special});
+      t->is_added_[id] = 1;
+      t->added_first_[static_cast<unsigned char>(content[0])] = true;
+    }
+  // Ids no token has (tokenizers allows such holes) decode to nothing.
+  for (size_t id = 0; id < used.size(); ++id)
+    if (!used[id]) t->is_special_[id] = 1;
+  std::stable_sort(t->added_.begin(), t->added_.end(), [](const Added& a, const Added& b) { return a.content.size() > b.content.size(); });
+  if (const json* u = member(model, "unk_token")) {
+    if (!u->is_string() || !t->vocab_.count(u->get<std::string>()))
+      return io_error("{}: model.unk_token = {} is not in the vocabulary", source, brief(*u));
+    t->unk_ = t->vocab_[u->get<std::string>()];
+  }
+  // The byte alphabet: every byte's character must be a token.
+  const std::array<char32_t, 256> chars = byte_chars();
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    append_utf8(s, chars[static_cast<size_t>(b)]);
+    if (!t->vocab_.count(s))
+      return io_error("{}: the vocabulary lacks the byte-level character of byte 0x{:02X} ('{}'): not a byte-level BPE", source, b, s);
+    t->byte_token_[static_cast<size_t>(b)] = s;
+    t->char_byte_[chars[static_cast<size_t>(b)]] = b;
+  }
+  // Merges: "a b" strings or ["a", "b"] pairs, by rank; each result must be a token.
+  const json* merges = member(model, "merges");
+  if (!merges || !merges->is_array()) return io_error("{}: model.merges is not a list", source);
+  int64_t rank = 0;
+  for (const json& m : *merges) {
+    std::string a, b;
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string::npos)
+        return io_error("{}: merge {} of model.merges is {} (expected \"left right\")", source, rank, brief(m));
+      a = s.substr(0, sp), b = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get<std::string>(), b = m[1].get<std::string>();
+    } else {
+      return io_error("{}: merge {} of model.merges is {} (expected \"left right\" or [\"left\", \"right\"])", source, rank, brief(m));
+    }
+    auto ia = t->vocab_.find(a), ib = t->vocab_.find(b), ic = t->vocab_.find(a + b);
+    if (ia == t->vocab_.end() || ib == t->vocab_.end() || ic == t->vocab_.end())
+      return io_error("{}: merge {} of model.merges ({}) joins tokens that are not all in the vocabulary", source, rank, brief(m));
+    t->merges_.emplace(static_cast<uint64_t>(ia->second) << 32 | static_cast<uint64_t>(ib->second), std::make_pair(rank, ic->second));
+    ++rank;
+  }
+  // Normalizer: none (NFC is not implemented yet: refused rather than giving other ids).
+  if (const json* norm = member(j, "normalizer"))
+    return io_error("{}: normalizer '{}' is not supported (byte-level BPE without a normalizer only)", source,
+                    type_of(norm).empty() ? brief(*norm) : type_of(norm));
+  // Pre-tokenizer: ByteLevel (with GPT-2's regex or after a Split), optionally after Digits.
+  const json* pre = member(j, "pre_tokenizer");
+  std::vector<const json*> steps;
+  if (pre && type_of(pre) == "Sequence" && pre->contains("pretokenizers") && (*pre)["pretokenizers"].is_array()) {
+    for (const json& s : (*pre)["pretokenizers"]) steps.push_back(&s);
+  } else if (pre) {
+    steps.push_back(pre);
+  }
+  bool byte_level = false;
+  for (const json* s : steps) {
+    const std::string type = type_of(s);
+    if (byte_level) return io_error("{}: pre_tokenizer step '{}' after ByteLevel is not supported", source, type);
+    if (type == "ByteLevel") {
+      byte_level = true;
+      if (const json* v = member(*s, "add_prefix_space"); v && !(v->is_boolean() && !v->get<bool>()))
+        return io_error("{}: pre_tokenizer ByteLevel add_prefix_space = {} is not supported", source, brief(*v));
+      const json* re = member(*s, "use_regex");
+      if (!re || (re->is_boolean() && re->get<bool>())) {
+        if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer splits twice (Split, then ByteLevel's regex)", source);
+        t->pattern_ = Pattern::kGpt2;
+      }
+    } else if (type == "Split") {
+      const json* pat = member(*s, "pattern");
+      const json* regex = pat && pat->is_object() ? member(*pat, "Regex") : nullptr;
+      const std::string p = regex && regex->is_string() ? regex->get<std::string>() : "";
+      const std::string behavior = s->contains("behavior") && (*s)["behavior"].is_string() ? (*s)["behavior"].get<std::string>() : "";
+      const bool invert = s->contains("invert") && (*s)["invert"].is_boolean() && (*s)["invert"].get<bool>();
+      if (behavior != "Isolated" || invert)
+        return io_error("{}: pre_tokenizer Split with behavior {} and invert {} is not supported (Isolated, false)", source,
+                        s->contains("behavior") ? brief((*s)["behavior"]) : "(none)", invert);
+      if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer has two split patterns", source);
+      t->pattern_ = p == kGpt2Regex ? Pattern::kGpt2 : p == kLlama3Regex ? Pattern::kLlama3 : p == kQwen2Regex ? Pattern::kQwen2 : Pattern::kNone;
+      if (t->pattern_ == Pattern::kNone)
+        return io_error("{}: pre_tokenizer split pattern {} is not supported (GPT-2's, Llama 3's or Qwen2's only)", source,
+                        pat ? brief(*pat) : "(none)");
+    } else if (type == "Digits") {
+      const json* ind = member(*s, "individual_digits");
+      if (!ind || !ind->is_boolean() || !ind->get<bool>())
+        return io_error("{}: pre_tokenizer Digits without individual_digits is not supported", source);
+      if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer Digits after a split is not supported", source);
+      t->digits_ = true;
+    } else {
+      return io_error("{}: pre_tokenizer '{}' is not supported (byte-level BPE: ByteLevel, Split, Digits)", source,
+                      type.empty() ? "(none)" : type);
+    }
+  }
+  if (!byte_level)
+    return io_error("{}: no ByteLevel pre_tokenizer: not a byte-level BPE (Metaspace / SentencePiece-style BPE is not supported yet)",
+                    source);
+  if (const json* dec = member(j, "decoder"); dec && type_of(dec) != "ByteLevel")
+    return io_error("{}: decoder '{}' is not supported (ByteLevel)", source, type_of(dec).empty() ? brief(*dec) : type_of(dec));
+  // Post-processor: ByteLevel (nothing added) and/or a template that puts a token before $A.
+  const json* post = member(j, "post_processor");
+  std::vector<const json*> posts;
+  if (post && type_of(post) == "Sequence" && post->contains("processors") && (*post)["processors"].is_array()) {
+    for (const json& p : (*post)["processors"]) posts.push_back(&p);
+  } else if (post) {
+    posts.push_back(post);
+  }
+  for (const json* p : posts) {
+    const std::string type = type_of(p);
+    if (type == "ByteLevel") continue;
+    if (type != "TemplateProcessing")
+      return io_error("{}: post_processor '{}' is not supported (ByteLevel or TemplateProcessing)", source, type);
+    const json* single = member(*p, "single");
+    bool ok = single && single->is_array() && !single->empty() && single->size() <= 2;
+    size_t seq_at = 0;
+    for (size_t k = 0; ok && k < single->size(); ++k) {
+      const json& item = (*single)[k];
+      if (item.contains("Sequence")) {
+        seq_at = k;
+      } else if (item.contains("SpecialToken") && item["SpecialToken"].contains("id") && item["SpecialToken"]["id"].is_string()) {
+        auto it = t->vocab_.find(item["SpecialToken"]["id"].get<std::string>());
+        ok = it != t->vocab_.end();
+        if (ok) t->bos_ = it->second;
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok || (single->size() == 2 && seq_at != 1) || (single->size() == 1 && t->bos_ >= 0))
+      return io_error("{}: post_processor template {} is not supported (\"$A\" or \"TOKEN $A\")", source,
+                      single ? brief(*single) : "(none)");
+  }
+  return std::unique_ptr<Tokenizer>(std::move(t));
+}
+
+}  // namespace
+
+bool is_byte_bpe_json(std::string_view bytes) {
+  if (json_depth(bytes, 16) > 16) return false;  // the WordPiece reader names the problem
+  const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("model") && type_of(&j["model"]) == "BPE";
+}
+
+Result<std::unique_ptr<Tokenizer>> parse_byte_bpe(std::string_view bytes, std::string_view source) {
+  return ByteBpeTokenizer::parse(bytes, source);
+}
+
+std::vector<std::string> byte_bpe_pre_tokenize(const Tokenizer& t, std::string_view text) {
+  const auto* b = dynamic_cast<const ByteBpeTokenizer*>(&t);
+  TG_CHECK(b != nullptr, "byte_bpe_pre_tokenize", "the tokenizer is {}, not byte_bpe", t.kind());
+  return b->pre_tokenize(text);
+}
+
+}  // namespace tg::text::internal
