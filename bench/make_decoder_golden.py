@@ -5,9 +5,11 @@ transformers, with the logits and greedy continuations tapegrad must reproduce.
 Run from the repository root with transformers 5 and PyTorch 2 (PyPI):
     python3 bench/make_decoder_golden.py
 
-For each model, a folder with config.json and model.safetensors (float32, as save_pretrained
-writes them) and golden.safetensors:
-    prompt  int64 [1, P]      the prompt's ids
+For each model, a folder with config.json, model.safetensors (float32, as save_pretrained writes
+them), tokenizer.json (a byte-level BPE of 320 tokens, the model's vocabulary, trained by
+`tokenizers` on Shakespeare in the family's form: bench/make_byte_bpe_golden.py) and
+golden.safetensors:
+    prompt  int64 [1, P]      the prompt's ids (PROMPT through the tokenizer, specials included)
     logits  float32 [1, P, V] the model's logits on the prompt
     greedy  int64 [64]        64 greedy tokens after the prompt (transformers' generate)
 Models:
@@ -28,14 +30,23 @@ import os
 import torch
 from safetensors.torch import save_file
 import json
+import sys
 
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "decoders")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "tests", "golden", "decoders")
+TEXT = os.path.join(HERE, "..", "..", "shared", "data", "tinyshakespeare.txt")
+PROMPT = "To be, or not to be: that is the question."
+VOCAB = 320
+sys.path.insert(0, HERE)
+import make_byte_bpe_golden  # noqa: E402  (the tokenizer forms)
+
+TOKENIZER_FORM = {"llama": "llama3", "llama3": "llama3", "qwen2": "qwen2", "gpt2": "gpt2"}
 NEW = 64
 MARGIN = 1e-3
 
-COMMON = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
               max_position_embeddings=256, initializer_range=0.2, rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2)
 MODELS = {
     "llama": (LlamaConfig, LlamaForCausalLM, dict(COMMON, num_key_value_heads=2, tie_word_embeddings=False)),
@@ -46,7 +57,7 @@ MODELS = {
                     rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                       original_max_position_embeddings=32), rope_theta=500000.0)),
     "gpt2": (GPT2Config, GPT2LMHeadModel,
-             dict(vocab_size=128, n_positions=256, n_embd=64, n_layer=2, n_head=4, initializer_range=0.2,
+             dict(vocab_size=VOCAB, n_positions=256, n_embd=64, n_layer=2, n_head=4, initializer_range=0.2,
                   bos_token_id=1, eos_token_id=2)),
 }
 SHARDED = {"gpt2": "100KB"}
@@ -84,14 +95,21 @@ def greedy_with_margin(model, prompt):
 
 
 def main():
+    text = open(TEXT, encoding="utf-8").read()
+    make_byte_bpe_golden.VOCAB = VOCAB - 1  # the llama3 form adds one token after training
     for name, (config_cls, model_cls, kw) in MODELS.items():
+        tok = make_byte_bpe_golden.train(TOKENIZER_FORM[name], text)
+        assert tok.get_vocab_size() <= VOCAB, tok.get_vocab_size()
+        specials = make_byte_bpe_golden.SPECIALS[TOKENIZER_FORM[name]]
+        kw = dict(kw, bos_token_id=tok.token_to_id(specials[0]), eos_token_id=tok.token_to_id(specials[min(1, len(specials) - 1)]))
+        ids = tok.encode(PROMPT).ids
         for seed in range(100):
             torch.manual_seed(seed)
             model = model_cls(config_cls(**kw)).eval()
-            prompt = torch.randint(3, kw["vocab_size"], (1, 12))
+            prompt = torch.tensor([ids])
             greedy, margin = greedy_with_margin(model, prompt)
             with torch.no_grad():
-                generated = model.generate(prompt, max_new_tokens=NEW, do_sample=False, min_new_tokens=NEW)[0, 12:]
+                generated = model.generate(prompt, max_new_tokens=NEW, do_sample=False, min_new_tokens=NEW)[0, prompt.shape[1]:]
             if margin >= MARGIN and torch.equal(generated, greedy):
                 break
         else:
@@ -106,6 +124,7 @@ def main():
             assert os.path.exists(os.path.join(d, "model.safetensors.index.json")), "not sharded"
         else:
             model.save_pretrained(d)
+        tok.save(os.path.join(d, "tokenizer.json"))
         with open(os.path.join(d, "config.json")) as f:
             config = json.load(f)
         with open(os.path.join(d, "config_hub.json"), "w") as f:

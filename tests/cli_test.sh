@@ -132,7 +132,7 @@ expect_error "--temperature: must be >= 0" "$BIN/train_lm" --temperature -1 --te
 expect_error "--top_k: must be >= 0" "$BIN/train_lm" --top_k -3 --text "$TMP/missing.txt"
 expect_error "unexpected argument 'stray'" "$BIN/translate" stray
 expect_error "--size: must be in" "$BIN/train_word2vec" --size 100000000 --train "$TMP/text.txt"
-for prog in train_lm train_translator translate train_word2vec explain_attention quickstart custom_op bert_embed classify_glosses; do
+for prog in train_lm train_translator translate train_word2vec explain_attention quickstart custom_op bert_embed classify_glosses generate; do
   if "$BIN/$prog" --help >"$TMP/out" 2>&1 && grep -q -- "--help" "$TMP/out"; then echo "ok: $prog --help"; else
     echo "FAIL: $prog --help"; cat "$TMP/out"; failures=$((failures + 1)); fi
 done
@@ -218,4 +218,26 @@ echo old >"$TMP/target.txt"; ln -s target.txt "$TMP/link.txt"
 if "$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/link.txt" --min_count 1 --size 8 --iter 1 --overwrite >/dev/null 2>&1 &&
    [ -L "$TMP/link.txt" ] && [ "$(head -c 2 "$TMP/target.txt")" != "ol" ]; then echo "ok: a symlinked output is written through"; else
   echo "FAIL: symlinked output"; ls -l "$TMP/link.txt" "$TMP/target.txt"; failures=$((failures + 1)); fi
+# generate: a Hugging Face decoder folder (the tests' tiny random ones, with their tokenizers).
+DEC="$SRC/tests/golden/decoders"
+expect_error "give one of --prompt and --prompt_file" "$BIN/generate" --model "$DEC/llama"
+expect_error "no_model/config.json" "$BIN/generate" --model "$TMP/no_model" --prompt hi
+printf 'ok\nab\xffc' >"$TMP/bad_prompt.txt"
+expect_error "bad_prompt.txt: .*line 2, column 3" "$BIN/generate" --model "$DEC/gpt2" --prompt_file "$TMP/bad_prompt.txt"
+expect_error "--top_p: must be in" "$BIN/generate" --model "$DEC/gpt2" --prompt hi --top_p 0
+for m in llama qwen2 llama3 gpt2; do
+  if "$BIN/generate" --model "$DEC/$m" --prompt "To be, or not to be" --max_new_tokens 48 --seed 7 --threads 1 >"$TMP/gen1" 2>"$TMP/err" &&
+     "$BIN/generate" --model "$DEC/$m" --prompt "To be, or not to be" --max_new_tokens 48 --seed 7 --threads 2 >"$TMP/gen2" 2>>"$TMP/err" &&
+     cmp -s "$TMP/gen1" "$TMP/gen2" && iconv -f UTF-8 -t UTF-8 "$TMP/gen1" >/dev/null && grep -q "tokens/s" "$TMP/err"; then
+    echo "ok: generate $m: same text at 1 and 2 threads, valid UTF-8: $(head -c 40 "$TMP/gen1" | tr '\n' ' ')"
+  else echo "FAIL: generate $m"; cat "$TMP/err"; failures=$((failures + 1)); fi
+done
+# --stop ends the text at the first occurrence; --ids prints the prompt's ids first.
+"$BIN/generate" --model "$DEC/gpt2" --prompt "To be" --temperature 0 --max_new_tokens 64 >"$TMP/full" 2>/dev/null
+stop=$(LC_ALL=C grep -ao '[a-z][a-z]' "$TMP/full" | sed -n 2p)  # the second pair of ASCII letters it holds
+if [ -n "$stop" ] && "$BIN/generate" --model "$DEC/gpt2" --prompt "To be" --temperature 0 --max_new_tokens 64 --stop "$stop" >"$TMP/cut" 2>/dev/null &&
+   [ "$(wc -c <"$TMP/cut")" -lt "$(wc -c <"$TMP/full")" ] && grep -qF -- "$stop" "$TMP/cut"; then echo "ok: generate --stop '$stop'"; else
+  echo "FAIL: generate --stop"; failures=$((failures + 1)); fi
+if "$BIN/generate" --model "$DEC/llama" --prompt "To be" --ids --max_new_tokens 3 2>/dev/null | grep -qE '^[0-9]+( [0-9]+){3,} *$'; then
+  echo "ok: generate --ids"; else echo "FAIL: generate --ids"; failures=$((failures + 1)); fi
 exit $((failures > 0))

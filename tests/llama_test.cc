@@ -5,7 +5,10 @@
 // greedy continuations, with and without the key/value cache; bad folders refused in one line.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 
@@ -108,6 +111,14 @@ class DecoderGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecoderGolden, LogitsAndGreedyTokensEqualTransformers) { expect_golden(golden_dir(GetParam()), golden_dir(GetParam())); }
 
+// The folder's tokenizer.json gives the golden prompt from its text, as `tokenizers` did.
+TEST_P(DecoderGolden, TokenizerInTheFolderGivesThePrompt) {
+  auto tok = tg::text::Tokenizer::load_in(golden_dir(GetParam())).value();
+  EXPECT_EQ(tok->kind(), "byte_bpe");
+  const tg::SafetensorsFile g = tg::load_safetensors(golden_dir(GetParam()) + "/golden.safetensors").value();
+  EXPECT_EQ(tok->encode_pair("To be, or not to be: that is the question.").ids, g.tensors.at("prompt").to_vector<int64_t>());
+}
+
 // The same weights with the configuration in the form most hub files have (transformers 4:
 // rope_theta and rope_scaling at the top; Qwen2's disabled sliding window shorter than the context).
 TEST_P(DecoderGolden, HubStyleConfigGivesTheSameModel) {
@@ -131,7 +142,7 @@ TEST(Gpt2, HubNamesMaskBuffersAndBFloat16Load) {
   fs::create_directories(dir);
   tg::StateDict sd;
   const auto ck = tg::open_safetensors_checkpoint(golden_dir("gpt2")).value();
-  ASSERT_EQ(ck.files.size(), 7u);  // the golden folder is sharded
+  ASSERT_GT(ck.files.size(), 1u);  // the golden folder is sharded
   for (const auto& f : ck.files)
     for (const auto& t : f.tensors()) sd.insert(t.name.substr(std::string("transformer.").size()), f.read(t.name).value());
   for (int l = 0; l < 2; ++l) {
@@ -194,34 +205,40 @@ TEST(ShardedCheckpoint, IndexIsCheckedAgainstTheShards) {
   fs::create_directories(dir);
   for (const auto& e : fs::directory_iterator(golden_dir("gpt2"))) fs::copy_file(e.path(), dir / e.path().filename());
   std::ifstream in(dir / "model.safetensors.index.json");
-  const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto with_index = [&](const std::string& from, const std::string& to) {
-    std::string t = index;
-    const size_t at = t.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    if (at != std::string::npos) t.replace(at, from.size(), to);
-    std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << t;
+  const nlohmann::json index = nlohmann::json::parse(in);
+  const std::string wte_shard = index["weight_map"]["transformer.wte.weight"];
+  std::string other_shard;
+  for (const auto& [name, shard] : index["weight_map"].items())
+    if (shard != wte_shard) other_shard = shard;
+  auto with_index = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = index;
+    change(j);
+    std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << j.dump();
     auto r = tg::open_safetensors_checkpoint(dir.string());
     return r.ok() ? std::string("accepted") : r.status().message();
   };
-  const std::string wte = R"("transformer.wte.weight": "model-00001-of-00007.safetensors")";
-  std::string msg = with_index(wte, R"("transformer.wte.weight": "../model-00001-of-00007.safetensors")");
+  auto wte_in = [&](const std::string& shard) {
+    return with_index([&](nlohmann::json& j) { j["weight_map"]["transformer.wte.weight"] = shard; });
+  };
+  std::string msg = wte_in("../" + wte_shard);
   EXPECT_NE(msg.find("plain file name"), std::string::npos) << msg;
-  msg = with_index(wte, R"("transformer.wte.weight": "/etc/passwd")");
+  msg = wte_in("/etc/passwd");
   EXPECT_NE(msg.find("plain file name"), std::string::npos) << msg;
-  msg = with_index(wte, R"("transformer.wte.weight": "model-00002-of-00007.safetensors")");
+  msg = wte_in("..");
+  EXPECT_NE(msg.find("plain file name"), std::string::npos) << msg;
+  msg = wte_in(other_shard);  // the index places it in another shard than the one holding it
   EXPECT_NE(msg.find("transformer.wte.weight"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("model-00001-of-00007.safetensors"), std::string::npos) << msg;
-  msg = with_index(wte, wte + R"(, "transformer.extra": "model-00001-of-00007.safetensors")");
+  EXPECT_NE(msg.find(other_shard), std::string::npos) << msg;
+  msg = with_index([&](nlohmann::json& j) { j["weight_map"]["transformer.extra"] = wte_shard; });
   EXPECT_NE(msg.find("transformer.extra"), std::string::npos) << msg;
-  msg = with_index(R"("weight_map")", R"("weights")");
+  msg = with_index([](nlohmann::json& j) { j.erase("weight_map"); });
   EXPECT_NE(msg.find("weight_map"), std::string::npos) << msg;
-  std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << index;
+  std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << index.dump();
   EXPECT_TRUE(tg::DecoderLM::from_pretrained(dir.string()).ok());
-  fs::remove(dir / "model-00003-of-00007.safetensors");
+  fs::remove(dir / other_shard);
   auto r = tg::DecoderLM::from_pretrained(dir.string());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("model-00003-of-00007.safetensors"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find(other_shard), std::string::npos) << r.status().message();
   fs::remove_all(dir);
   r = tg::DecoderLM::from_pretrained(dir.string());
   ASSERT_FALSE(r.ok());

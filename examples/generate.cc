@@ -1,0 +1,136 @@
+// generate: continue a prompt with a Hugging Face decoder model folder (GPT-2, Llama, Mistral,
+// Qwen2, SmolLM: config.json, model.safetensors or its shards, tokenizer.json), streaming the text
+// to stdout as it is decoded.
+//
+//   ./build/generate --model tests/golden/decoders/llama --prompt "To be, or not to be" --max_new_tokens 40
+//
+// --temperature 0 is greedy; otherwise temperature, top-k, top-p and the repetition penalty apply in
+// that order (transformers' order), drawn from --seed's generator: the same seed gives the same text
+// at any thread count. Generation stops at the model's end-of-sequence token, at --stop, or after
+// --max_new_tokens. Timings (prompt and generation tokens/s) go to stderr.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
+#include <tapegrad/tapegrad.h>
+
+namespace {
+
+struct Options {
+  std::string model, prompt, prompt_file, stop, precision = "fp32";
+  int64_t max_new_tokens = 128, top_k = 40, threads = 0;
+  double temperature = 0.8, top_p = 0.95, repetition_penalty = 1.0;
+  uint64_t seed = 1;
+  bool ids = false;
+};
+
+// The length of the longest prefix of `s` that ends on a whole UTF-8 character: what can be printed
+// now; an incomplete last character waits for the next token (a decode that ends in the middle of
+// one reads U+FFFD there, which is held back too).
+size_t printable(const std::string& s) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  size_t n = s.size();
+  if (n >= 3 && s.compare(n - 3, 3, kReplacement) == 0) n -= 3;
+  return n;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  tg::cli::Flags f("generate", "continue a prompt with a Hugging Face decoder model (GPT-2, Llama, Mistral, Qwen2, SmolLM)");
+  f.add("model", &o.model, "model folder: config.json, model.safetensors (or shards), tokenizer.json").not_empty();
+  f.add("prompt", &o.prompt, "text to continue");
+  f.add("prompt_file", &o.prompt_file, "read the prompt from this file instead (UTF-8)");
+  f.add("max_new_tokens", &o.max_new_tokens, "most tokens to generate").range(0, 1 << 24);
+  f.add("temperature", &o.temperature, "sampling temperature (0: greedy)").min(0);
+  f.add("top_k", &o.top_k, "sample among the k most likely tokens (0: all)").min(0);
+  f.add("top_p", &o.top_p, "sample among the most likely tokens whose probability reaches p (1: all)").range(1e-9, 1);
+  f.add("repetition_penalty", &o.repetition_penalty, "divide the logits of tokens already in the text by this (1: off)").above(0);
+  f.add("seed", &o.seed, "random seed for sampling");
+  f.add("stop", &o.stop, "stop once the generated text contains this string (it is printed)");
+  f.add("ids", &o.ids, "print token ids (prompt, then each new one) instead of text");
+  f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  tg::cli::add_precision(f, &o.precision);
+  f.check([&o] {
+    return o.prompt.empty() == o.prompt_file.empty() ? std::string("give one of --prompt and --prompt_file") : std::string();
+  });
+  f.parse(argc, argv).or_throw();
+  if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+  if (!o.prompt_file.empty()) o.prompt = tg::read_file(o.prompt_file).value();
+
+  auto lm = tg::load_causal_lm(o.model).value();
+  auto tok = tg::text::Tokenizer::load_in(o.model).value();
+  if (tok->size() > lm->vocab_size())
+    tg::cli::fail(fmt::format("{}: the tokenizer has {} tokens but the model's vocabulary {}", o.model, tok->size(),
+                              lm->vocab_size()));
+  std::vector<int64_t> prompt;
+  try {
+    prompt = tok->encode_pair(o.prompt).ids;
+  } catch (const tg::Error& e) {
+    tg::cli::fail(fmt::format("{}: {}", o.prompt_file.empty() ? "--prompt" : o.prompt_file, e.what()));
+  }
+  if (prompt.empty()) tg::cli::fail("the prompt gives no tokens (and the tokenizer adds no beginning-of-text token)");
+  if (static_cast<int64_t>(prompt.size()) > lm->max_positions())
+    tg::cli::fail(fmt::format("the prompt is {} tokens; the model takes at most {}", prompt.size(), lm->max_positions()));
+  std::fprintf(stderr, "generate: %s, %lld parameters, vocabulary %lld, %zu prompt tokens, %d threads, %s\n", o.model.c_str(),
+               static_cast<long long>(lm->module().num_parameters()), static_cast<long long>(lm->vocab_size()),
+               prompt.size(), tg::num_threads(), o.precision.c_str());
+
+  tg::AutocastGuard autocast(tg::cli::precision(o.precision));
+  tg::Generator gen(o.seed);
+  std::vector<int64_t> generated;
+  std::string printed;  // the decoded text written so far
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  Clock::time_point first;
+  bool stopped = false;
+  if (o.ids) {
+    for (int64_t id : prompt) std::printf("%lld ", static_cast<long long>(id));
+    std::fflush(stdout);
+  }
+  auto on_token = [&](int64_t id) {
+    if (generated.empty()) first = Clock::now();
+    if (id == lm->eos_token_id()) return false;
+    generated.push_back(id);
+    if (o.ids) {
+      std::printf("%lld ", static_cast<long long>(id));
+      std::fflush(stdout);
+      return true;
+    }
+    const std::string text = tok->decode(generated);
+    const size_t ready = printable(text);
+    if (ready > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+      std::fwrite(text.data() + printed.size(), 1, ready - printed.size(), stdout);
+      std::fflush(stdout);
+      printed = text.substr(0, ready);
+    }
+    if (!o.stop.empty() && text.find(o.stop) != std::string::npos) {
+      stopped = true;
+      return false;
+    }
+    return true;
+  };
+  tg::sample(*lm, prompt,
+             {.max_new_tokens = o.max_new_tokens, .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
+              .repetition_penalty = o.repetition_penalty, .on_token = on_token},
+             gen);
+  const auto end = Clock::now();
+  if (!o.ids) {  // what is left: a last character that was held back
+    const std::string text = tok->decode(generated);
+    if (text.compare(0, printed.size(), printed) == 0) std::fwrite(text.data() + printed.size(), 1, text.size() - printed.size(), stdout);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  const double prompt_s = generated.empty() && first == Clock::time_point{} ? std::chrono::duration<double>(end - start).count()
+                                                                            : std::chrono::duration<double>(first - start).count();
+  const double gen_s = std::chrono::duration<double>(end - first).count();
+  const size_t after_first = generated.size() > 0 ? generated.size() - 1 : 0;
+  std::fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %zu tokens%s, %.1f tokens/s\n",
+               prompt.size(), prompt_s, prompt_s > 0 ? static_cast<double>(prompt.size()) / prompt_s : 0.0, generated.size(),
+               stopped ? " (stopped at --stop)" : "", gen_s > 0 && after_first > 0 ? static_cast<double>(after_first) / gen_s : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return tg::cli::run_main(argc, argv, [&] { return run(argc, argv); }); }
