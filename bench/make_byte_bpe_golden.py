@@ -11,18 +11,19 @@ Tokenizers (each a folder with tokenizer.json):
             also tokenizer_legacy.json, the same with merges as "a b" strings (the older file form)
     llama3  Llama 3's form: Split with Llama 3's pattern then ByteLevel, ignore_merges, a
             "<|begin_of_text|> $A" template, specials and one non-special added token
-    qwen2   Qwen2's split pattern (single digits), no normalizer
+    qwen2   Qwen2's form: its split pattern (single digits) and the NFC normalizer
     smollm  SmolLM's form: Digits(individual_digits) then ByteLevel with GPT-2's regex
 golden.json: {"strings": [...], "<name>": {"ids": [[...]], "ids_special": [[...]], "pieces": [[...]]}}
-with ids without and with the post-processor's specials (only where they differ), and the
-pre-tokenizer's pieces (its pre_tokenize_str, byte-level characters; not for smollm).
+with ids without and with the post-processor's specials (only where they differ), the
+pre-tokenizer's pieces (its pre_tokenize_str of the normalized text, byte-level characters; not for
+smollm), and for qwen2 "decoded": the normalized (NFC) strings, which decoding gives back.
 """
 import argparse
 import json
 import os
 import random
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "tokenizers")
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -42,7 +43,12 @@ PIECES = ["'s", "'S", "'t", "'T", "'re", "'RE", "'ve", "'Ve", "'m", "'M", "'ll",
           "a+b=c", "->", "\\", "/", "\"quoted\"", "`code`", "α", "βγδ", "Ωμέγα", "Привет", "мир", "中文", "日本語の文",
           "한국어", "العربية", "עברית", "हिन्दी", "ไทย", "ქართული", "e\u0301", "n\u0303o", "\u0300", "😀", "👍🏽",
           "👨\u200d👩\u200d👧", "🇩🇪", "❤️", "🤖🤖", "\u200b", "\u00a0", "\u3000", "\u2028", "\u0085", "\t", "\x0b", "\x0c",
-          "\ufeff", "\U0001F600x", "x\U000E0001", "ſ", "K", "İ"]
+          "\ufeff", "\U0001F600x", "x\U000E0001", "ſ", "K", "İ",
+          # NFC: decomposed and precomposed letters, marks out of class order, singletons,
+          # exclusions, Hangul syllables and jamo
+          "e\u0301\u0323", "e\u0323\u0301", "q\u0307\u0323", "\u212b", "\u2126", "A\u030a", "\u0958", "\u0344",
+          "\u1100\u1161\u11a8", "\u1100\u1161", "\uac00\u11a8", "한국", "\u0f73", "ﬁ", "\u1e9b\u0323", "o\u0308\u0304",
+          "\u0300a", "a\u0300\u0300", "\u05d1\u05bc\u05bf", "\u0915\u093c", "\u00c5\u0301", "Ω\u0301"]
 SPACES = [" ", " ", " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n", "\n ", " \t ", "\n\n\n", "  \n  ", ""]
 SPECIALS = {"gpt2": ["<|endoftext|>"], "smollm": ["<|endoftext|>"], "qwen2": ["<|endoftext|>"],
             "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<tg_extra>"]}
@@ -68,6 +74,8 @@ def strings(n, seed=0):
 
 def train(name, text):
     tok = Tokenizer(models.BPE(ignore_merges=(name == "llama3")))
+    if name == "qwen2":
+        tok.normalizer = normalizers.NFC()
     if name == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
@@ -114,8 +122,11 @@ def main():
         for s in golden["strings"]:
             entry["ids"].append(tok.encode(s, add_special_tokens=False).ids)
             entry["ids_special"].append(tok.encode(s).ids)
-            entry["pieces"].append([p for p, _ in tok.pre_tokenizer.pre_tokenize_str(s)])
-            assert tok.decode(entry["ids"][-1], skip_special_tokens=False) == s, (name, s)
+            want = tok.normalizer.normalize_str(s) if tok.normalizer else s
+            entry["pieces"].append([p for p, _ in tok.pre_tokenizer.pre_tokenize_str(want)])
+            assert tok.decode(entry["ids"][-1], skip_special_tokens=False) == want, (name, s)
+            if tok.normalizer:
+                entry.setdefault("decoded", []).append(want)
         if entry["ids_special"] == entry["ids"]:  # no template: kept once
             del entry["ids_special"]
         if name == "smollm":  # GPT-2's pieces with digits apart: the ids check it

@@ -1,7 +1,8 @@
 // Byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM) read from a Hugging Face tokenizer.json, giving
 // the ids of the Hugging Face `tokenizers` package:
 //   1. added tokens (<|endoftext|>, <|begin_of_text|>, ...) are cut out of the text first, leftmost
-//      and longest first, and become their own ids;
+//      and longest first, and become their own ids; the rest is NFC-normalized if the file says so
+//      (tables from nfc_tables.inc, bench/make_nfc_tables.py);
 //   2. each remaining segment is split by the pre-tokenizer: its regex (GPT-2's, Llama 3's or
 //      Qwen2's, matched by hand below: std::regex has no \p{L} and backtracks slowly) and/or
 //      single digits;
@@ -43,6 +44,84 @@ bool is_letter(char32_t c) { return c < 0x80 ? ((c | 0x20) >= 'a' && (c | 0x20) 
 bool is_number(char32_t c) { return c < 0x80 ? (c >= '0' && c <= '9') : in(kNumber, c); }
 bool is_space(char32_t c) { return c < 0x80 ? (c == ' ' || (c >= 9 && c <= 13)) : in(kSpace, c); }
 bool is_newline(char32_t c) { return c == '\r' || c == '\n'; }
+
+// ---- NFC (Qwen2's normalizer): decompose, order marks by class, compose (UAX #15) ----
+struct Decomposition {
+  char32_t cp;
+  uint16_t start, length;
+};
+struct CombiningClass {
+  char32_t cp;
+  uint8_t ccc;
+};
+struct Composite {
+  char32_t first, second, composite;
+};
+#include "nfc_tables.inc"
+
+constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
+constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+
+int ccc_of(char32_t c) {
+  if (c < kNfcStable) return 0;
+  const auto* it = std::lower_bound(std::begin(kCcc), std::end(kCcc), c, [](const CombiningClass& e, char32_t v) { return e.cp < v; });
+  return it != std::end(kCcc) && it->cp == c ? it->ccc : 0;
+}
+
+// The primary composite of a + b, or 0.
+char32_t compose(char32_t a, char32_t b) {
+  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
+    return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase && b < kTBase + kTCount)
+    return a + (b - kTBase);
+  const auto* it = std::lower_bound(std::begin(kCompose), std::end(kCompose), std::make_pair(a, b),
+                                    [](const Composite& e, const std::pair<char32_t, char32_t>& v) {
+                                      return e.first != v.first ? e.first < v.first : e.second < v.second;
+                                    });
+  return it != std::end(kCompose) && it->first == a && it->second == b ? it->composite : 0;
+}
+
+std::u32string nfc(const std::u32string& in) {
+  if (std::all_of(in.begin(), in.end(), [](char32_t c) { return c < kNfcStable; })) return in;
+  std::u32string d;  // canonical decomposition
+  for (char32_t c : in) {
+    if (c >= kSBase && c < kSBase + kSCount) {
+      const char32_t i = c - kSBase;
+      d += kLBase + i / kNCount;
+      d += kVBase + (i % kNCount) / kTCount;
+      if (i % kTCount) d += kTBase + i % kTCount;
+      continue;
+    }
+    const auto* it = std::lower_bound(std::begin(kDecomp), std::end(kDecomp), c,
+                                      [](const Decomposition& e, char32_t v) { return e.cp < v; });
+    if (c >= kNfcStable && it != std::end(kDecomp) && it->cp == c) d.append(kDecompPool + it->start, it->length);
+    else d += c;
+  }
+  for (size_t i = 1; i < d.size(); ++i)  // canonical order: marks sorted by class, stably, between starters
+    for (size_t k = i; k > 0 && ccc_of(d[k]) != 0 && ccc_of(d[k - 1]) > ccc_of(d[k]); --k) std::swap(d[k], d[k - 1]);
+  std::u32string out;
+  if (d.empty()) return out;
+  out += d[0];
+  size_t starter = 0;
+  int last = ccc_of(d[0]) == 0 ? 0 : 256;
+  for (size_t i = 1; i < d.size(); ++i) {
+    const int cc = ccc_of(d[i]);
+    if (last != 256 && (last < cc || last == 0)) {
+      if (const char32_t c = compose(out[starter], d[i]); c != 0 && (last < cc || (last == 0 && starter + 1 == out.size()))) {
+        out[starter] = c;
+        continue;
+      }
+    }
+    if (cc == 0) {
+      starter = out.size();
+      last = 0;
+    } else {
+      last = cc;
+    }
+    out += d[i];
+  }
+  return out;
+}
 
 // The split patterns we match exactly (as tokenizer.json files spell them).
 enum class Pattern { kNone, kGpt2, kLlama3, kQwen2 };
@@ -200,7 +279,7 @@ class ByteBpeTokenizer : public Tokenizer {
     std::u32string cps;
     TG_CHECK(decode_utf8(text, cps) == std::string_view::npos, "Tokenizer", "the text is not valid UTF-8");
     std::vector<std::string> out;
-    for_each_piece(cps, [&](const std::string& w) { out.push_back(w); });
+    for_each_piece(nfc_ ? nfc(cps) : cps, [&](const std::string& w) { out.push_back(w); });
     return out;
   }
 
@@ -224,7 +303,7 @@ class ByteBpeTokenizer : public Tokenizer {
   std::array<std::string, 256> byte_token_;  // each byte's character as UTF-8
   std::unordered_map<char32_t, int> char_byte_;
   Pattern pattern_ = Pattern::kNone;
-  bool digits_ = false, ignore_merges_ = false;
+  bool digits_ = false, ignore_merges_ = false, nfc_ = false;
   int64_t unk_ = -1, bos_ = -1, pad_ = -1;
 };
 
@@ -321,7 +400,7 @@ std::vector<int64_t> ByteBpeTokenizer::encode(std::string_view text) const {
       TG_CHECK(false, "Tokenizer", "the text is not valid UTF-8: byte 0x{:02X} at line {}, column {}",
                static_cast<unsigned char>(text[at]), line, column);
     }
-    encode_segment(cps, out);
+    encode_segment(nfc_ ? nfc(cps) : cps, out);
   };
   size_t from = 0, i = 0;
   while (i < text.size()) {
@@ -495,10 +574,17 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
     t->merges_.emplace(static_cast<uint64_t>(ia->second) << 32 | static_cast<uint64_t>(ib->second), std::make_pair(rank, ic->second));
     ++rank;
   }
-  // Normalizer: none (NFC is not implemented yet: refused rather than giving other ids).
-  if (const json* norm = member(j, "normalizer"))
-    return io_error("{}: normalizer '{}' is not supported (byte-level BPE without a normalizer only)", source,
-                    type_of(norm).empty() ? brief(*norm) : type_of(norm));
+  // Normalizer: none, or NFC (Qwen2), alone or as a one-step Sequence.
+  if (const json* norm = member(j, "normalizer")) {
+    const json* step = norm;
+    if (type_of(norm) == "Sequence" && norm->contains("normalizers") && (*norm)["normalizers"].is_array() &&
+        (*norm)["normalizers"].size() == 1)
+      step = &(*norm)["normalizers"][0];
+    if (type_of(step) != "NFC")
+      return io_error("{}: normalizer '{}' is not supported (byte-level BPE: none or NFC)", source,
+                      type_of(norm).empty() ? brief(*norm) : type_of(norm));
+    t->nfc_ = true;
+  }
   // Pre-tokenizer: ByteLevel (with GPT-2's regex or after a Split), optionally after Digits.
   const json* pre = member(j, "pre_tokenizer");
   std::vector<const json*> steps;
