@@ -13,10 +13,16 @@ Tokenizers (each a folder with tokenizer.json):
             "<|begin_of_text|> $A" template, specials and one non-special added token
     qwen2   Qwen2's form: its split pattern (single digits) and the NFC normalizer
     smollm  SmolLM's form: Digits(individual_digits) then ByteLevel with GPT-2's regex
+    llama2  SentencePiece-style BPE as Llama 2's / TinyLlama's tokenizer.json has it: Prepend "▁" and
+            Replace " " -> "▁" normalizers, no pre-tokenizer, <0x00>..<0xFF> byte-fallback tokens at
+            ids 3..258, fuse_unk, "<s> $A", a Replace/ByteFallback/Fuse/Strip decoder
+    llama2_metaspace  the same vocabulary in the newer form (Metaspace pre-tokenizer, prepend_scheme
+            "first", Metaspace decoder)
 golden.json: {"strings": [...], "<name>": {"ids": [[...]], "ids_special": [[...]], "pieces": [[...]]}}
 with ids without and with the post-processor's specials (only where they differ), the
 pre-tokenizer's pieces (its pre_tokenize_str of the normalized text, byte-level characters; not for
-smollm), and for qwen2 "decoded": the normalized (NFC) strings, which decoding gives back.
+smollm and the SentencePiece-style forms), and "decoded": tokenizers' decode (skipping special
+tokens), where it is not the string itself (NFC for qwen2; Llama 2's forms do not round-trip).
 """
 import argparse
 import json
@@ -72,7 +78,42 @@ def strings(n, seed=0):
     return out
 
 
+def train_sentencepiece_style(name, text):
+    """Llama 2's tokenizer.json form: trained on whole lines (no pre-tokenizer), then the 256 byte
+    tokens put at ids 3..258 as Llama 2 has them."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB - 256, special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=70,
+                                  show_progress=False)
+    tok.train_from_iterator(text.splitlines(), trainer)
+    j = json.loads(tok.to_str())
+    specials = ["<unk>", "<s>", "</s>"]
+    rest = [t for t, _ in sorted(j["model"]["vocab"].items(), key=lambda x: x[1]) if t not in specials]
+    order = specials + [f"<0x{b:02X}>" for b in range(256)] + rest
+    j["model"]["vocab"] = {t: i for i, t in enumerate(order)}
+    for a in j["added_tokens"]:
+        a["id"] = order.index(a["content"])
+    j["post_processor"] = {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    if name == "llama2":
+        j["decoder"] = {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    else:
+        j["normalizer"] = None
+        j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
+        j["decoder"] = {"type": "Sequence", "decoders": [
+            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False},
+            {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    return Tokenizer.from_str(json.dumps(j))
+
+
 def train(name, text):
+    if name.startswith("llama2"):
+        return train_sentencepiece_style(name, text)
     tok = Tokenizer(models.BPE(ignore_merges=(name == "llama3")))
     if name == "qwen2":
         tok.normalizer = normalizers.NFC()
@@ -111,25 +152,27 @@ def main():
     args = ap.parse_args()
     text = open(args.text, encoding="utf-8").read()
     golden = {"strings": strings(args.strings)}
-    for name in ("gpt2", "llama3", "qwen2", "smollm"):
+    for name in ("gpt2", "llama3", "qwen2", "smollm", "llama2", "llama2_metaspace"):
         tok = train(name, text)
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "tokenizer.json")
         tok.save(path)
         tok = Tokenizer.from_file(path)  # what the file says, read back
-        entry = {"ids": [], "ids_special": [], "pieces": []}
+        entry = {"ids": [], "ids_special": [], "pieces": [], "decoded": []}
         for s in golden["strings"]:
             entry["ids"].append(tok.encode(s, add_special_tokens=False).ids)
             entry["ids_special"].append(tok.encode(s).ids)
-            want = tok.normalizer.normalize_str(s) if tok.normalizer else s
-            entry["pieces"].append([p for p, _ in tok.pre_tokenizer.pre_tokenize_str(want)])
-            assert tok.decode(entry["ids"][-1], skip_special_tokens=False) == want, (name, s)
-            if tok.normalizer:
-                entry.setdefault("decoded", []).append(want)
+            want = tok.normalizer.normalize_str(s) if tok.normalizer and not name.startswith("llama2") else s
+            entry["pieces"].append([p for p, _ in tok.pre_tokenizer.pre_tokenize_str(want)] if tok.pre_tokenizer else [])
+            if not name.startswith("llama2"):  # byte-level BPE round-trips (after NFC)
+                assert tok.decode(entry["ids"][-1], skip_special_tokens=False) == want, (name, s)
+            entry["decoded"].append(tok.decode(entry["ids"][-1], skip_special_tokens=True))
+        if all(d == s for d, s in zip(entry["decoded"], golden["strings"])):
+            del entry["decoded"]
         if entry["ids_special"] == entry["ids"]:  # no template: kept once
             del entry["ids_special"]
-        if name == "smollm":  # GPT-2's pieces with digits apart: the ids check it
+        if name in ("smollm", "llama2", "llama2_metaspace"):  # GPT-2's pieces with digits apart; no pre-tokenizer
             del entry["pieces"]
         golden[name] = entry
         if name == "gpt2":

@@ -8,7 +8,10 @@
 //      single digits;
 //   3. each piece's UTF-8 bytes become printable characters (GPT-2's bytes_to_unicode), which
 //      byte-pair merges join by rank into vocabulary tokens.
-// Decoding maps the characters back to bytes. The Unicode classes come from byte_bpe_unicode.inc,
+// Decoding maps the characters back to bytes. The SentencePiece-style files of Llama 2, TinyLlama
+// and Mistral (BPE with byte fallback) take the other path marked metaspace_: spaces become "▁",
+// one is put before the text, the text is not split, and characters outside the vocabulary become
+// their UTF-8 bytes' <0xXX> tokens. The Unicode classes come from byte_bpe_unicode.inc,
 // probed from `tokenizers` itself by bench/make_byte_bpe_unicode.py.
 #include <algorithm>
 #include <array>
@@ -284,8 +287,9 @@ class ByteBpeTokenizer : public Tokenizer {
   }
 
  private:
-  void for_each_piece(const std::u32string& text, const std::function<void(const std::string&)>& f) const;
-  void encode_segment(const std::u32string& text, std::vector<int64_t>& out) const;
+  // `first`: the segment starts the text (no added token before it).
+  void for_each_piece(const std::u32string& text, const std::function<void(const std::string&)>& f, bool first = true) const;
+  void encode_segment(const std::u32string& text, std::vector<int64_t>& out, bool first) const;
   void bpe(const std::string& word, std::vector<int64_t>& out) const;
 
   std::string bytes_;
@@ -304,6 +308,18 @@ class ByteBpeTokenizer : public Tokenizer {
   std::unordered_map<char32_t, int> char_byte_;
   Pattern pattern_ = Pattern::kNone;
   bool digits_ = false, ignore_merges_ = false, nfc_ = false;
+  // SentencePiece-style (metaspace_): spaces become U+2581 ("▁"), one is put before the text (each
+  // segment between added tokens with a Prepend normalizer or prepend_scheme "always"; the first
+  // only with "first"), the pieces are not split (or split before each ▁), and characters outside
+  // the vocabulary become <0xXX> byte tokens (byte_fallback) or the unknown token.
+  enum class Prefix { kNone, kEverySegment, kFirstSegment };
+  Status parse_metaspace(const nlohmann::json& j, std::string_view source);
+  bool metaspace_ = false, byte_fallback_ = false, fuse_unk_ = false, split_meta_ = false, strip_space_ = false;
+  bool prefix_unless_there_ = false;  // Metaspace: no ▁ is added to a text that starts with one
+  bool meta_decoder_ = false;         // the Metaspace decoder: every ▁ of the first token is dropped
+  Prefix prefix_ = Prefix::kNone;
+  std::array<int64_t, 256> byte_ids_{};  // the <0xXX> tokens (-1: absent)
+  std::vector<int> id_byte_;             // their inverse (-1: not a byte token)
   int64_t unk_ = -1, bos_ = -1, pad_ = -1;
 };
 
@@ -319,7 +335,13 @@ void ByteBpeTokenizer::bpe(const std::string& word, std::vector<int64_t>& out) c
     const auto b0 = static_cast<unsigned char>(word[i]);
     const size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : 4;
     auto it = vocab_.find(word.substr(i, len));
-    sym.push_back(it == vocab_.end() ? unk_ : it->second);
+    if (it != vocab_.end()) {
+      sym.push_back(it->second);
+    } else if (byte_fallback_) {
+      for (size_t k = i; k < i + len && k < word.size(); ++k) sym.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
+    } else if (!(fuse_unk_ && unk_ >= 0 && !sym.empty() && sym.back() == unk_)) {
+      sym.push_back(unk_);
+    }
     i += len;
   }
   while (sym.size() > 1) {
@@ -352,11 +374,31 @@ void ByteBpeTokenizer::bpe(const std::string& word, std::vector<int64_t>& out) c
     if (id >= 0) out.push_back(id);  // a character outside the vocabulary with no unk token is dropped, as tokenizers does
 }
 
-void ByteBpeTokenizer::encode_segment(const std::u32string& text, std::vector<int64_t>& out) const {
-  for_each_piece(text, [&](const std::string& word) { bpe(word, out); });
+void ByteBpeTokenizer::encode_segment(const std::u32string& text, std::vector<int64_t>& out, bool first) const {
+  for_each_piece(text, [&](const std::string& word) { bpe(word, out); }, first);
 }
 
-void ByteBpeTokenizer::for_each_piece(const std::u32string& text, const std::function<void(const std::string&)>& f) const {
+void ByteBpeTokenizer::for_each_piece(const std::u32string& text, const std::function<void(const std::string&)>& f,
+                                      bool first) const {
+  if (metaspace_) {
+    constexpr char32_t kMeta = 0x2581;
+    std::u32string w;
+    const bool starts = !text.empty() && (text[0] == ' ' || text[0] == kMeta);
+    if (!text.empty() && (prefix_ == Prefix::kEverySegment || (prefix_ == Prefix::kFirstSegment && first)) &&
+        !(prefix_unless_there_ && starts))
+      w += kMeta;
+    for (char32_t c : text) w += c == ' ' ? kMeta : c;
+    std::string piece;
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (split_meta_ && w[i] == kMeta && !piece.empty()) {
+        f(piece);
+        piece.clear();
+      }
+      append_utf8(piece, w[i]);
+    }
+    if (!piece.empty()) f(piece);
+    return;
+  }
   std::string utf8, word;
   auto emit = [&](size_t from, size_t to) {
     utf8.clear();
@@ -400,7 +442,7 @@ std::vector<int64_t> ByteBpeTokenizer::encode(std::string_view text) const {
       TG_CHECK(false, "Tokenizer", "the text is not valid UTF-8: byte 0x{:02X} at line {}, column {}",
                static_cast<unsigned char>(text[at]), line, column);
     }
-    encode_segment(nfc_ ? nfc(cps) : cps, out);
+    encode_segment(nfc_ ? nfc(cps) : cps, out, offset == 0);
   };
   size_t from = 0, i = 0;
   while (i < text.size()) {
@@ -425,6 +467,41 @@ std::vector<int64_t> ByteBpeTokenizer::encode(std::string_view text) const {
 }
 
 std::string ByteBpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+  if (metaspace_) {
+    std::string out, pending;  // pending: a run of byte tokens (tokenizers' ByteFallback decoder)
+    size_t pending_count = 0;
+    auto flush = [&] {
+      std::u32string cps;
+      if (decode_utf8(pending, cps) == std::string_view::npos) out += pending;
+      else for (size_t k = 0; k < pending_count; ++k) out += "\xEF\xBF\xBD";  // one U+FFFD per byte
+      pending.clear();
+      pending_count = 0;
+    };
+    bool first = true;  // the first token the decoders see (special tokens are skipped before)
+    for (int64_t id : ids) {
+      if (id < 0 || id >= size() || is_special_[static_cast<size_t>(id)]) continue;
+      const bool drop_meta = first && meta_decoder_;
+      first = false;
+      if (const int b = id_byte_[static_cast<size_t>(id)]; b >= 0) {
+        pending += static_cast<char>(b);
+        ++pending_count;
+        continue;
+      }
+      flush();
+      const std::string& tkn = tokens_[static_cast<size_t>(id)];
+      for (size_t i = 0; i < tkn.size();) {
+        if (tkn.compare(i, 3, "\xE2\x96\x81") == 0 && !is_added_[static_cast<size_t>(id)]) {
+          if (!drop_meta) out += ' ';
+          i += 3;
+        } else {
+          out += tkn[i++];
+        }
+      }
+    }
+    flush();
+    if (strip_space_ && !out.empty() && out[0] == ' ') out.erase(0, 1);
+    return out;
+  }
   std::string bytes;
   for (int64_t id : ids) {
     if (id < 0 || id >= size() || is_special_[static_cast<size_t>(id)]) continue;
@@ -459,6 +536,77 @@ std::string ByteBpeTokenizer::decode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
+Status ByteBpeTokenizer::parse_metaspace(const json& j, std::string_view source) {
+  metaspace_ = true;
+  const std::string meta = "\xE2\x96\x81";
+  bool replaces_spaces = false;
+  auto steps = [](const json* o, const char* key) {
+    std::vector<const json*> out;
+    if (o && type_of(o) == "Sequence" && o->contains(key) && (*o)[key].is_array()) {
+      for (const json& s : (*o)[key]) out.push_back(&s);
+    } else if (o) {
+      out.push_back(o);
+    }
+    return out;
+  };
+  auto str = [](const json& o, const char* key) {
+    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string("\x01");
+  };
+  for (const json* n : steps(member(j, "normalizer"), "normalizers")) {
+    const std::string type = type_of(n);
+    if (type == "Prepend" && str(*n, "prepend") == meta) {
+      prefix_ = Prefix::kEverySegment;
+    } else if (type == "Replace" && n->contains("pattern") && str((*n)["pattern"], "String") == " " && str(*n, "content") == meta) {
+      replaces_spaces = true;
+    } else {
+      return io_error("{}: normalizer step {} is not supported (SentencePiece-style BPE: Prepend \"▁\", Replace \" \" with \"▁\")",
+                      source, brief(*n));
+    }
+  }
+  if (const json* pre = member(j, "pre_tokenizer")) {
+    if (type_of(pre) != "Metaspace" || str(*pre, "replacement") != meta)
+      return io_error("{}: pre_tokenizer {} is not supported with byte fallback (Metaspace with \"▁\", or none)", source, brief(*pre));
+    replaces_spaces = true;
+    prefix_unless_there_ = true;
+    const std::string scheme = str(*pre, "prepend_scheme");
+    if (scheme == "always") prefix_ = Prefix::kEverySegment;
+    else if (scheme == "first") prefix_ = Prefix::kFirstSegment;
+    else if (scheme == "never") prefix_ = Prefix::kNone;
+    else if (pre->contains("add_prefix_space") && (*pre)["add_prefix_space"].is_boolean())  // the older form
+      prefix_ = (*pre)["add_prefix_space"].get<bool>() ? Prefix::kEverySegment : Prefix::kNone;
+    else return io_error("{}: pre_tokenizer Metaspace prepend_scheme {} is not supported (always, first or never)", source,
+                         pre->contains("prepend_scheme") ? brief((*pre)["prepend_scheme"]) : "(none)");
+    if (const json* sp = member(*pre, "split")) split_meta_ = sp->is_boolean() && sp->get<bool>();
+  }
+  if (!replaces_spaces)
+    return io_error("{}: a BPE with byte fallback whose spaces are not replaced by \"▁\" is not supported", source);
+  for (const json* d : steps(member(j, "decoder"), "decoders")) {
+    const std::string type = type_of(d);
+    if (type == "Strip") {
+      strip_space_ = str(*d, "content") == " " && d->contains("start") && (*d)["start"] == 1;
+      if (!strip_space_ || !d->contains("stop") || (*d)["stop"] != 0)
+        return io_error("{}: decoder step {} is not supported (Strip of one leading space)", source, brief(*d));
+    } else if (type == "Metaspace") {
+      meta_decoder_ = prefix_ != Prefix::kNone;
+    } else if (type != "ByteFallback" && type != "Fuse" &&
+               !(type == "Replace" && d->contains("pattern") && str((*d)["pattern"], "String") == meta && str(*d, "content") == " ")) {
+      return io_error("{}: decoder step {} is not supported (Replace \"▁\", ByteFallback, Fuse, Strip, Metaspace)", source, brief(*d));
+    }
+  }
+  byte_ids_.fill(-1);
+  id_byte_.assign(tokens_.size(), -1);
+  for (int b = 0; b < 256; ++b) {
+    auto it = vocab_.find(fmt::format("<0x{:02X}>", b));
+    if (it != vocab_.end()) {
+      byte_ids_[static_cast<size_t>(b)] = it->second;
+      id_byte_[static_cast<size_t>(it->second)] = b;
+    } else if (byte_fallback_) {
+      return io_error("{}: model.byte_fallback is on but the vocabulary has no token <0x{:02X}>", source, b);
+    }
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view bytes, std::string_view source) {
   if (json_depth(bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply for a tokenizer.json", source);
   const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
@@ -472,9 +620,14 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (const json* v = member(model, key); v && !(v->is_string() && v->get<std::string>().empty()))
       return io_error("{}: model.{} = {} is not supported (byte-level BPE has none)", source, key, brief(*v));
-  if (const json* v = member(model, "byte_fallback"); v && !(v->is_boolean() && !v->get<bool>()))
-    return io_error("{}: model.byte_fallback = {}: SentencePiece-style BPE (Llama 2, TinyLlama) is not supported yet", source,
-                    brief(*v));
+  if (const json* v = member(model, "byte_fallback")) {
+    if (!v->is_boolean()) return io_error("{}: model.byte_fallback = {} (expected true or false)", source, brief(*v));
+    t->byte_fallback_ = v->get<bool>();
+  }
+  if (const json* v = member(model, "fuse_unk")) {
+    if (!v->is_boolean()) return io_error("{}: model.fuse_unk = {} (expected true or false)", source, brief(*v));
+    t->fuse_unk_ = v->get<bool>();
+  }
   if (const json* v = member(model, "ignore_merges")) {
     if (!v->is_boolean()) return io_error("{}: model.ignore_merges = {} (expected true or false)", source, brief(*v));
     t->ignore_merges_ = v->get<bool>();
@@ -541,16 +694,6 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
       return io_error("{}: model.unk_token = {} is not in the vocabulary", source, brief(*u));
     t->unk_ = t->vocab_[u->get<std::string>()];
   }
-  // The byte alphabet: every byte's character must be a token.
-  const std::array<char32_t, 256> chars = byte_chars();
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    append_utf8(s, chars[static_cast<size_t>(b)]);
-    if (!t->vocab_.count(s))
-      return io_error("{}: the vocabulary lacks the byte-level character of byte 0x{:02X} ('{}'): not a byte-level BPE", source, b, s);
-    t->byte_token_[static_cast<size_t>(b)] = s;
-    t->char_byte_[chars[static_cast<size_t>(b)]] = b;
-  }
   // Merges: "a b" strings or ["a", "b"] pairs, by rank; each result must be a token.
   const json* merges = member(model, "merges");
   if (!merges || !merges->is_array()) return io_error("{}: model.merges is not a list", source);
@@ -574,68 +717,88 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
     t->merges_.emplace(static_cast<uint64_t>(ia->second) << 32 | static_cast<uint64_t>(ib->second), std::make_pair(rank, ic->second));
     ++rank;
   }
-  // Normalizer: none, or NFC (Qwen2), alone or as a one-step Sequence.
-  if (const json* norm = member(j, "normalizer")) {
-    const json* step = norm;
-    if (type_of(norm) == "Sequence" && norm->contains("normalizers") && (*norm)["normalizers"].is_array() &&
-        (*norm)["normalizers"].size() == 1)
-      step = &(*norm)["normalizers"][0];
-    if (type_of(step) != "NFC")
-      return io_error("{}: normalizer '{}' is not supported (byte-level BPE: none or NFC)", source,
-                      type_of(norm).empty() ? brief(*norm) : type_of(norm));
-    t->nfc_ = true;
-  }
-  // Pre-tokenizer: ByteLevel (with GPT-2's regex or after a Split), optionally after Digits.
-  const json* pre = member(j, "pre_tokenizer");
-  std::vector<const json*> steps;
-  if (pre && type_of(pre) == "Sequence" && pre->contains("pretokenizers") && (*pre)["pretokenizers"].is_array()) {
-    for (const json& s : (*pre)["pretokenizers"]) steps.push_back(&s);
-  } else if (pre) {
-    steps.push_back(pre);
-  }
-  bool byte_level = false;
-  for (const json* s : steps) {
-    const std::string type = type_of(s);
-    if (byte_level) return io_error("{}: pre_tokenizer step '{}' after ByteLevel is not supported", source, type);
-    if (type == "ByteLevel") {
-      byte_level = true;
-      if (const json* v = member(*s, "add_prefix_space"); v && !(v->is_boolean() && !v->get<bool>()))
-        return io_error("{}: pre_tokenizer ByteLevel add_prefix_space = {} is not supported", source, brief(*v));
-      const json* re = member(*s, "use_regex");
-      if (!re || (re->is_boolean() && re->get<bool>())) {
-        if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer splits twice (Split, then ByteLevel's regex)", source);
-        t->pattern_ = Pattern::kGpt2;
-      }
-    } else if (type == "Split") {
-      const json* pat = member(*s, "pattern");
-      const json* regex = pat && pat->is_object() ? member(*pat, "Regex") : nullptr;
-      const std::string p = regex && regex->is_string() ? regex->get<std::string>() : "";
-      const std::string behavior = s->contains("behavior") && (*s)["behavior"].is_string() ? (*s)["behavior"].get<std::string>() : "";
-      const bool invert = s->contains("invert") && (*s)["invert"].is_boolean() && (*s)["invert"].get<bool>();
-      if (behavior != "Isolated" || invert)
-        return io_error("{}: pre_tokenizer Split with behavior {} and invert {} is not supported (Isolated, false)", source,
-                        s->contains("behavior") ? brief((*s)["behavior"]) : "(none)", invert);
-      if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer has two split patterns", source);
-      t->pattern_ = p == kGpt2Regex ? Pattern::kGpt2 : p == kLlama3Regex ? Pattern::kLlama3 : p == kQwen2Regex ? Pattern::kQwen2 : Pattern::kNone;
-      if (t->pattern_ == Pattern::kNone)
-        return io_error("{}: pre_tokenizer split pattern {} is not supported (GPT-2's, Llama 3's or Qwen2's only)", source,
-                        pat ? brief(*pat) : "(none)");
-    } else if (type == "Digits") {
-      const json* ind = member(*s, "individual_digits");
-      if (!ind || !ind->is_boolean() || !ind->get<bool>())
-        return io_error("{}: pre_tokenizer Digits without individual_digits is not supported", source);
-      if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer Digits after a split is not supported", source);
-      t->digits_ = true;
-    } else {
-      return io_error("{}: pre_tokenizer '{}' is not supported (byte-level BPE: ByteLevel, Split, Digits)", source,
-                      type.empty() ? "(none)" : type);
+  // SentencePiece-style BPE (Llama 2, TinyLlama, Mistral): spaces as U+2581, byte fallback.
+  const json* norm_j = member(j, "normalizer");
+  const json* pre_j = member(j, "pre_tokenizer");
+  bool metaspace = t->byte_fallback_ || type_of(pre_j) == "Metaspace";
+  if (norm_j && type_of(norm_j) == "Sequence" && norm_j->contains("normalizers") && (*norm_j)["normalizers"].is_array())
+    for (const json& n : (*norm_j)["normalizers"]) metaspace = metaspace || type_of(&n) == "Prepend" || type_of(&n) == "Replace";
+  if (metaspace) {
+    TG_RETURN_IF_ERROR(t->parse_metaspace(j, source));
+  } else {
+    // The byte alphabet: every byte's character must be a token.
+    const std::array<char32_t, 256> chars = byte_chars();
+    for (int b = 0; b < 256; ++b) {
+      std::string s;
+      append_utf8(s, chars[static_cast<size_t>(b)]);
+      if (!t->vocab_.count(s))
+        return io_error("{}: the vocabulary lacks the byte-level character of byte 0x{:02X} ('{}'): not a byte-level BPE", source, b, s);
+      t->byte_token_[static_cast<size_t>(b)] = s;
+      t->char_byte_[chars[static_cast<size_t>(b)]] = b;
     }
+    // Normalizer: none, or NFC (Qwen2), alone or as a one-step Sequence.
+    if (const json* norm = member(j, "normalizer")) {
+      const json* step = norm;
+      if (type_of(norm) == "Sequence" && norm->contains("normalizers") && (*norm)["normalizers"].is_array() &&
+          (*norm)["normalizers"].size() == 1)
+        step = &(*norm)["normalizers"][0];
+      if (type_of(step) != "NFC")
+        return io_error("{}: normalizer '{}' is not supported (byte-level BPE: none or NFC)", source,
+                        type_of(norm).empty() ? brief(*norm) : type_of(norm));
+      t->nfc_ = true;
+    }
+    // Pre-tokenizer: ByteLevel (with GPT-2's regex or after a Split), optionally after Digits.
+    const json* pre = member(j, "pre_tokenizer");
+    std::vector<const json*> steps;
+    if (pre && type_of(pre) == "Sequence" && pre->contains("pretokenizers") && (*pre)["pretokenizers"].is_array()) {
+      for (const json& s : (*pre)["pretokenizers"]) steps.push_back(&s);
+    } else if (pre) {
+      steps.push_back(pre);
+    }
+    bool byte_level = false;
+    for (const json* s : steps) {
+      const std::string type = type_of(s);
+      if (byte_level) return io_error("{}: pre_tokenizer step '{}' after ByteLevel is not supported", source, type);
+      if (type == "ByteLevel") {
+        byte_level = true;
+        if (const json* v = member(*s, "add_prefix_space"); v && !(v->is_boolean() && !v->get<bool>()))
+          return io_error("{}: pre_tokenizer ByteLevel add_prefix_space = {} is not supported", source, brief(*v));
+        const json* re = member(*s, "use_regex");
+        if (!re || (re->is_boolean() && re->get<bool>())) {
+          if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer splits twice (Split, then ByteLevel's regex)", source);
+          t->pattern_ = Pattern::kGpt2;
+        }
+      } else if (type == "Split") {
+        const json* pat = member(*s, "pattern");
+        const json* regex = pat && pat->is_object() ? member(*pat, "Regex") : nullptr;
+        const std::string p = regex && regex->is_string() ? regex->get<std::string>() : "";
+        const std::string behavior = s->contains("behavior") && (*s)["behavior"].is_string() ? (*s)["behavior"].get<std::string>() : "";
+        const bool invert = s->contains("invert") && (*s)["invert"].is_boolean() && (*s)["invert"].get<bool>();
+        if (behavior != "Isolated" || invert)
+          return io_error("{}: pre_tokenizer Split with behavior {} and invert {} is not supported (Isolated, false)", source,
+                          s->contains("behavior") ? brief((*s)["behavior"]) : "(none)", invert);
+        if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer has two split patterns", source);
+        t->pattern_ = p == kGpt2Regex ? Pattern::kGpt2 : p == kLlama3Regex ? Pattern::kLlama3 : p == kQwen2Regex ? Pattern::kQwen2 : Pattern::kNone;
+        if (t->pattern_ == Pattern::kNone)
+          return io_error("{}: pre_tokenizer split pattern {} is not supported (GPT-2's, Llama 3's or Qwen2's only)", source,
+                          pat ? brief(*pat) : "(none)");
+      } else if (type == "Digits") {
+        const json* ind = member(*s, "individual_digits");
+        if (!ind || !ind->is_boolean() || !ind->get<bool>())
+          return io_error("{}: pre_tokenizer Digits without individual_digits is not supported", source);
+        if (t->pattern_ != Pattern::kNone) return io_error("{}: pre_tokenizer Digits after a split is not supported", source);
+        t->digits_ = true;
+      } else {
+        return io_error("{}: pre_tokenizer '{}' is not supported (byte-level BPE: ByteLevel, Split, Digits)", source,
+                        type.empty() ? "(none)" : type);
+      }
+    }
+    if (!byte_level)
+      return io_error("{}: no ByteLevel pre_tokenizer: not a byte-level BPE (Metaspace / SentencePiece-style BPE is not supported yet)",
+                      source);
+    if (const json* dec = member(j, "decoder"); dec && type_of(dec) != "ByteLevel")
+      return io_error("{}: decoder '{}' is not supported (ByteLevel)", source, type_of(dec).empty() ? brief(*dec) : type_of(dec));
   }
-  if (!byte_level)
-    return io_error("{}: no ByteLevel pre_tokenizer: not a byte-level BPE (Metaspace / SentencePiece-style BPE is not supported yet)",
-                    source);
-  if (const json* dec = member(j, "decoder"); dec && type_of(dec) != "ByteLevel")
-    return io_error("{}: decoder '{}' is not supported (ByteLevel)", source, type_of(dec).empty() ? brief(*dec) : type_of(dec));
   // Post-processor: ByteLevel (nothing added) and/or a template that puts a token before $A.
   const json* post = member(j, "post_processor");
   std::vector<const json*> posts;

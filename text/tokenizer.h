@@ -4,9 +4,10 @@
 //   "word"     words and punctuation (text/split.h), detokenized on decode
 //   "bpe"      SentencePiece byte-pair encoding  } trained on the training text
 //   "unigram"  SentencePiece unigram LM          }
-//   "byte_bpe" byte-level BPE (GPT-2, Llama 3, SmolLM), read from a Hugging Face tokenizer.json
-//              (not trained here): added tokens, GPT-2's or Llama 3's / Qwen2's split pattern,
-//              merges by rank, a BOS from the post-processor template; the ids of `tokenizers`.
+//   "byte_bpe" BPE read from a Hugging Face tokenizer.json (not trained here): byte-level (GPT-2,
+//              Llama 3, Qwen2 with NFC, SmolLM: GPT-2's or Llama 3's / Qwen2's split pattern) or
+//              SentencePiece-style (Llama 2, TinyLlama, Mistral: "▁" for spaces, byte fallback);
+//              added tokens, merges by rank, a BOS from the post-processor; the ids of `tokenizers`.
 //              Text must be UTF-8 (else tg::Error naming line and column); decode() skips
 //              special tokens and round-trips bytes
 //   "wordpiece" BERT's WordPiece, read from a Hugging Face tokenizer.json (not trained here):
