@@ -8,6 +8,8 @@
 // that order (transformers' order), drawn from --seed's generator: the same seed gives the same text
 // at any thread count. Generation stops at the model's end-of-sequence token, at --stop, or after
 // --max_new_tokens. Timings (prompt and generation tokens/s) go to stderr.
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -18,7 +20,7 @@
 namespace {
 
 struct Options {
-  std::string model, prompt, prompt_file, stop, precision = "fp32";
+  std::string model, prompt, prompt_file, prompt_ids, stop, precision = "fp32";
   int64_t max_new_tokens = 128, top_k = 40, threads = 0;
   double temperature = 0.8, top_p = 0.95, repetition_penalty = 1.0;
   uint64_t seed = 1;
@@ -41,6 +43,7 @@ int run(int argc, char** argv) {
   f.add("model", &o.model, "model folder: config.json, model.safetensors (or shards), tokenizer.json").not_empty();
   f.add("prompt", &o.prompt, "text to continue");
   f.add("prompt_file", &o.prompt_file, "read the prompt from this file instead (UTF-8)");
+  f.add("prompt_ids", &o.prompt_ids, "the prompt as token ids instead, separated by spaces or commas (no tokenizer specials added)");
   f.add("max_new_tokens", &o.max_new_tokens, "most tokens to generate").range(0, 1 << 24);
   f.add("temperature", &o.temperature, "sampling temperature (0: greedy)").min(0);
   f.add("top_k", &o.top_k, "sample among the k most likely tokens (0: all)").min(0);
@@ -52,7 +55,8 @@ int run(int argc, char** argv) {
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   tg::cli::add_precision(f, &o.precision);
   f.check([&o] {
-    return o.prompt.empty() == o.prompt_file.empty() ? std::string("give one of --prompt and --prompt_file") : std::string();
+    const int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
+    return given != 1 ? std::string("give one of --prompt, --prompt_file and --prompt_ids") : std::string();
   });
   f.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
@@ -64,10 +68,25 @@ int run(int argc, char** argv) {
     tg::cli::fail(fmt::format("{}: the tokenizer has {} tokens but the model's vocabulary {}", o.model, tok->size(),
                               lm->vocab_size()));
   std::vector<int64_t> prompt;
-  try {
-    prompt = tok->encode_pair(o.prompt).ids;
-  } catch (const tg::Error& e) {
-    tg::cli::fail(fmt::format("{}: {}", o.prompt_file.empty() ? "--prompt" : o.prompt_file, e.what()));
+  if (!o.prompt_ids.empty()) {
+    for (size_t i = 0; i < o.prompt_ids.size();) {
+      const size_t j = std::min(o.prompt_ids.find_first_of(" ,", i), o.prompt_ids.size());
+      if (j > i) {
+        const std::string id = o.prompt_ids.substr(i, j - i);
+        int64_t v = -1;
+        const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), v);
+        if (ec != std::errc() || end != id.data() + id.size() || v < 0 || v >= lm->vocab_size())
+          tg::cli::fail(fmt::format("--prompt_ids: '{}' is not a token id in [0, {})", id, lm->vocab_size()));
+        prompt.push_back(v);
+      }
+      i = j + 1;
+    }
+  } else {
+    try {
+      prompt = tok->encode_pair(o.prompt).ids;
+    } catch (const tg::Error& e) {
+      tg::cli::fail(fmt::format("{}: {}", o.prompt_file.empty() ? "--prompt" : o.prompt_file, e.what()));
+    }
   }
   if (prompt.empty()) tg::cli::fail("the prompt gives no tokens (and the tokenizer adds no beginning-of-text token)");
   if (static_cast<int64_t>(prompt.size()) > lm->max_positions())
@@ -77,6 +96,15 @@ int run(int argc, char** argv) {
                prompt.size(), tg::num_threads(), o.precision.c_str());
 
   tg::AutocastGuard autocast(tg::cli::precision(o.precision));
+  if (o.precision == "bf16") {
+    // Round and pack every weight matrix to bfloat16 now (autocast keeps them), as a bfloat16
+    // model is converted when it loads: one token through the model, its result dropped.
+    const auto t0 = std::chrono::steady_clock::now();
+    tg::NoGradGuard ng;
+    (void)lm->forward(tg::from_vector(std::vector<int64_t>{prompt[0]}, {1, 1}), nullptr, true);
+    std::fprintf(stderr, "generate: weights packed as bfloat16 in %.2f s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   tg::Generator gen(o.seed);
   std::vector<int64_t> generated;
   std::string printed;  // the decoded text written so far

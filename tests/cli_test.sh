@@ -220,7 +220,8 @@ if "$BIN/train_word2vec" --train "$TMP/w2v.txt" --output "$TMP/link.txt" --min_c
   echo "FAIL: symlinked output"; ls -l "$TMP/link.txt" "$TMP/target.txt"; failures=$((failures + 1)); fi
 # generate: a Hugging Face decoder folder (the tests' tiny random ones, with their tokenizers).
 DEC="$SRC/tests/golden/decoders"
-expect_error "give one of --prompt and --prompt_file" "$BIN/generate" --model "$DEC/llama"
+expect_error "give one of --prompt, --prompt_file and --prompt_ids" "$BIN/generate" --model "$DEC/llama"
+expect_error "--prompt_ids: '999' is not a token id in \[0, 320)" "$BIN/generate" --model "$DEC/llama" --prompt_ids "1 2,999"
 expect_error "no_model/config.json" "$BIN/generate" --model "$TMP/no_model" --prompt hi
 printf 'ok\nab\xffc' >"$TMP/bad_prompt.txt"
 expect_error "bad_prompt.txt: .*line 2, column 3" "$BIN/generate" --model "$DEC/gpt2" --prompt_file "$TMP/bad_prompt.txt"

@@ -191,6 +191,27 @@ void gemv_rows(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_
         c = accumulate ? c + r : r;
       };
       int64_t j = j0;
+      if (M == 1 && K >= 4 * L) {
+        // One row of A (a decoding step): W's rows in memory order, one sequential stream that the
+        // hardware prefetcher follows (four rows side by side are four short streams, which it
+        // keeps restarting), each dot product over four accumulators.
+        for (; j < j1; ++j) {
+          const T* b = B + j * ldb;
+          V s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
+          int64_t k = 0;
+          for (; k + 4 * L <= K; k += 4 * L) {
+            s0 = xsimd::fma(V::load_unaligned(A + k), V::load_unaligned(b + k), s0);
+            s1 = xsimd::fma(V::load_unaligned(A + k + L), V::load_unaligned(b + k + L), s1);
+            s2 = xsimd::fma(V::load_unaligned(A + k + 2 * L), V::load_unaligned(b + k + 2 * L), s2);
+            s3 = xsimd::fma(V::load_unaligned(A + k + 3 * L), V::load_unaligned(b + k + 3 * L), s3);
+          }
+          for (; k + L <= K; k += L) s0 = xsimd::fma(V::load_unaligned(A + k), V::load_unaligned(b + k), s0);
+          T r = xsimd::hadd((s0 + s1) + (s2 + s3));
+          for (; k < K; ++k) r += A[k] * b[k];
+          store(0, j, r);
+        }
+        return;
+      }
       for (; j + 4 <= j1; j += 4) {
         const T *b0 = B + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
         for (int64_t i = 0; i < M; ++i) {
