@@ -5,6 +5,7 @@
 #include "models/causal_lm.h"
 #include "models/hf_config_internal.h"
 #include "models/transformer.h"
+#include "ops/ops.h"
 
 namespace tg {
 
@@ -130,6 +131,60 @@ Result<std::unique_ptr<DecoderLM>> DecoderLM::from_pretrained(const std::string&
   if (!r.ok()) return r.status();
   model->eval();
   return model;
+}
+
+Status DecoderLM::save_pretrained(const std::string& dir, bool overwrite) const {
+  const LayerConfig& L = cfg.layer;
+  if (!L.norm_first) return io_error("{}: a post-norm DecoderLM has no GPT-2 form (norm_first is required)", dir);
+  TG_RETURN_IF_ERROR(hf::prepare_folder(dir, overwrite));
+  hf::ordered_json j;
+  j["architectures"] = {"GPT2LMHeadModel"};
+  j["model_type"] = "gpt2";
+  j["vocab_size"] = cfg.vocab;
+  j["n_positions"] = cfg.context;
+  j["n_ctx"] = cfg.context;
+  j["n_embd"] = L.d_model;
+  j["n_layer"] = cfg.layers;
+  j["n_head"] = L.heads;
+  j["n_inner"] = L.d_ff;
+  j["activation_function"] = L.activation == Activation::GeluTanh ? "gelu_new" : L.activation == Activation::Gelu ? "gelu" : "relu";
+  j["layer_norm_epsilon"] = L.eps;
+  j["resid_pdrop"] = L.dropout;
+  j["embd_pdrop"] = L.dropout;
+  j["attn_pdrop"] = L.attn_dropout;
+  j["scale_attn_weights"] = true;
+  j["tie_word_embeddings"] = cfg.tie_weights;
+  j["bos_token_id"] = cfg.bos_id >= 0 ? hf::ordered_json(cfg.bos_id) : hf::ordered_json(nullptr);
+  j["eos_token_id"] = cfg.eos_id >= 0 ? hf::ordered_json(cfg.eos_id) : hf::ordered_json(nullptr);
+  j["torch_dtype"] = "float32";
+  auto f32 = [](const Tensor& t) { return t.detach().to(kFloat32).contiguous(); };
+  auto conv = [&](const Tensor& w) { return f32(w).transpose(0, 1).contiguous(); };  // Linear [out, in] -> Conv1D [in, out]
+  StateDict sd;
+  sd.insert("transformer.wte.weight", f32(tok_embed->weight));
+  sd.insert("transformer.wpe.weight", f32(pos_embed->weight));
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const EncoderLayer& l = *(*layers)[i];
+    const std::string p = fmt::format("transformer.h.{}.", i);
+    const MultiHeadAttention& a = *l.self_attn;
+    if (!a.w_q->bias.defined() || !a.w_o->bias.defined() || !l.ffn->linear1->bias.defined())
+      return io_error("{}: layer {} has Linear layers without biases, which GPT-2's Conv1D always has", dir, i);
+    sd.insert(p + "ln_1.weight", f32(l.norm1->weight));
+    sd.insert(p + "ln_1.bias", f32(l.norm1->bias));
+    sd.insert(p + "attn.c_attn.weight", conv(concat({f32(a.w_q->weight), f32(a.w_k->weight), f32(a.w_v->weight)}, 0)));
+    sd.insert(p + "attn.c_attn.bias", concat({f32(a.w_q->bias), f32(a.w_k->bias), f32(a.w_v->bias)}, 0));
+    sd.insert(p + "attn.c_proj.weight", conv(a.w_o->weight));
+    sd.insert(p + "attn.c_proj.bias", f32(a.w_o->bias));
+    sd.insert(p + "ln_2.weight", f32(l.norm2->weight));
+    sd.insert(p + "ln_2.bias", f32(l.norm2->bias));
+    sd.insert(p + "mlp.c_fc.weight", conv(l.ffn->linear1->weight));
+    sd.insert(p + "mlp.c_fc.bias", f32(l.ffn->linear1->bias));
+    sd.insert(p + "mlp.c_proj.weight", conv(l.ffn->linear2->weight));
+    sd.insert(p + "mlp.c_proj.bias", f32(l.ffn->linear2->bias));
+  }
+  sd.insert("transformer.ln_f.weight", f32(norm->weight));
+  sd.insert("transformer.ln_f.bias", f32(norm->bias));
+  if (lm_head) sd.insert("lm_head.weight", f32(lm_head->weight));
+  return hf::write_folder(dir, j, sd);
 }
 
 Result<std::unique_ptr<CausalLM>> load_causal_lm(const std::string& dir) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -79,6 +80,21 @@ Status HeaderShapes::expect(const std::string& name, const Shape& want, const ch
 Status HeaderShapes::expect_layers(int64_t want, const char* key, const char* what) const {
   if (layers != want) return io_error("{}: holds {} {} but {} says {} {}", source, layers, what, config, key, want);
   return {};
+}
+
+Status prepare_folder(const std::string& dir, bool overwrite) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir + "/config.json", ec) && !overwrite)
+    return io_error("{} holds a model (config.json); pass overwrite to replace it, or save elsewhere", dir);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return io_error("{}: cannot create the folder ({})", dir, ec.message());
+  return {};
+}
+
+Status write_folder(const std::string& dir, const ordered_json& config, const StateDict& weights) {
+  // The weights first: a folder with a config.json is a whole model.
+  TG_RETURN_IF_ERROR(save_safetensors(dir + "/model.safetensors", weights, {{"format", "pt"}}));
+  return write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
 }
 
 }  // namespace tg::hf

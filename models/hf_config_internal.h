@@ -14,6 +14,7 @@
 namespace tg::hf {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 // A JSON value in a message: compact and short.
 std::string brief(const json& v);
@@ -41,5 +42,11 @@ struct HeaderShapes {
 };
 HeaderShapes header_shapes(const SafetensorsCheckpoint& checkpoint, const std::string& prefix,
                            const std::string& layer_prefix, const std::string& config_path);
+
+// save_pretrained's folder: created if missing; one that holds a config.json already is refused
+// unless overwrite ("DIR holds a model (config.json); pass overwrite to replace it").
+Status prepare_folder(const std::string& dir, bool overwrite);
+// DIR/config.json (indented, as transformers writes it) and DIR/model.safetensors, each atomically.
+Status write_folder(const std::string& dir, const ordered_json& config, const StateDict& weights);
 
 }  // namespace tg::hf

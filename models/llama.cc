@@ -145,6 +145,7 @@ Result<LlamaConfig> LlamaConfig::from_json(const std::string& path) {
     return io_error("{}: model_type {} is not supported (expected llama, mistral or qwen2)", path,
                     j.contains("model_type") ? brief(j["model_type"]) : std::string("(missing)"));
   LlamaConfig c;
+  c.model_type = type;
   c.head_dim = 0;
   c.attention_bias = type == "qwen2";  // Qwen2's Q, K and V projections always have biases
   TG_RETURN_IF_ERROR(hf::read_int(j, "vocab_size", 1, int64_t{1} << 24, c.vocab, path));
@@ -245,6 +246,53 @@ Result<std::unique_ptr<LlamaForCausalLM>> LlamaForCausalLM::from_pretrained(cons
   if (!r.ok()) return r.status();
   model->eval();
   return model;
+}
+
+Status LlamaForCausalLM::save_pretrained(const std::string& dir, bool overwrite) const {
+  TG_RETURN_IF_ERROR(hf::prepare_folder(dir, overwrite));
+  const LlamaConfig& c = cfg;
+  const std::string type = c.model_type.empty() ? "llama" : c.model_type;
+  hf::ordered_json j;
+  j["architectures"] = {type == "qwen2" ? "Qwen2ForCausalLM" : type == "mistral" ? "MistralForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = type;
+  j["vocab_size"] = c.vocab;
+  j["hidden_size"] = c.hidden;
+  j["intermediate_size"] = c.intermediate;
+  j["num_hidden_layers"] = c.layers;
+  j["num_attention_heads"] = c.heads;
+  j["num_key_value_heads"] = c.kv_heads > 0 ? c.kv_heads : c.heads;
+  j["head_dim"] = c.head_dim > 0 ? c.head_dim : c.hidden / c.heads;
+  j["max_position_embeddings"] = c.max_positions;
+  j["rms_norm_eps"] = c.rms_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.factor > 0)  // 0: no scaling
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
+  else
+    j["rope_scaling"] = nullptr;
+  j["hidden_act"] = "silu";
+  if (type != "qwen2") j["attention_bias"] = c.attention_bias;
+  if (type == "qwen2" || type == "mistral") j["sliding_window"] = nullptr;
+  if (type == "qwen2") j["use_sliding_window"] = false;
+  j["mlp_bias"] = c.mlp_bias;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["initializer_range"] = c.init_std;
+  j["bos_token_id"] = c.bos_id >= 0 ? hf::ordered_json(c.bos_id) : hf::ordered_json(nullptr);
+  j["eos_token_id"] = c.eos_id >= 0 ? hf::ordered_json(c.eos_id) : hf::ordered_json(nullptr);
+  j["torch_dtype"] = "float32";
+  // Our names back to Hugging Face's: "model." before all but the head, W_Q.. as q_proj..
+  StateDict sd;
+  for (const auto& [name, t] : state_dict()) {
+    std::string n = name;
+    for (const auto& [ours, theirs] : {std::pair<std::string, std::string>{".w_q.", ".q_proj."}, {".w_k.", ".k_proj."},
+                                       {".w_v.", ".v_proj."}, {".w_o.", ".o_proj."}})
+      if (auto at = n.find(ours); at != std::string::npos) n.replace(at, ours.size(), theirs);
+    sd.insert(n.rfind("lm_head.", 0) == 0 ? n : "model." + n, t.to(kFloat32).contiguous());
+  }
+  return hf::write_folder(dir, j, sd);
 }
 
 }  // namespace tg

@@ -8,6 +8,7 @@
 // changed since is where position enters (rotating Q and K instead of adding a vector to the
 // input), the norm (no centring), the feed-forward (gated) and the number of key/value heads.
 #include <memory>
+#include <string>
 
 #include "attention.h"
 #include "layers.h"
@@ -43,6 +44,7 @@ struct LlamaConfig {
   bool tie_word_embeddings = false;
   double init_std = 0.02;         // initializer_range: N(0, init_std) for every weight matrix
   int64_t bos_id = -1, eos_id = -1;  // bos_token_id, eos_token_id (the first, when a list); -1: none
+  std::string model_type = "llama";  // llama, mistral or qwen2 (what save_pretrained writes)
 
   // Reads a Hugging Face config.json of model_type llama, mistral or qwen2. Keys that change the
   // computation and that this model does not implement (another hidden_act, a sliding window
@@ -81,6 +83,10 @@ class LlamaForCausalLM : public Module, public CausalLM {
   // strict (model.layers.N.self_attn.q_proj -> layers.N.self_attn.w_q, ...). Returns the model in
   // eval mode.
   static Result<std::unique_ptr<LlamaForCausalLM>> from_pretrained(const std::string& dir);
+  // Writes DIR/config.json and DIR/model.safetensors (float32, Hugging Face's names) that
+  // from_pretrained and transformers' AutoModelForCausalLM load; each file atomically. A folder
+  // that already holds a config.json is refused unless overwrite.
+  Status save_pretrained(const std::string& dir, bool overwrite = false) const;
   static NameMapping hugging_face_names();
   LlamaConfig cfg;
   std::shared_ptr<Embedding> embed_tokens;

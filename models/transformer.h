@@ -198,6 +198,11 @@ class DecoderLM : public Module, public CausalLM {
   // are transposed and the fused c_attn is split into W_Q, W_K, W_V; the attn.bias mask buffers
   // are ignored. The config is checked against the header before allocating. Eval mode.
   static Result<std::unique_ptr<DecoderLM>> from_pretrained(const std::string& dir);
+  // Writes a GPT-2 folder (config.json, model.safetensors with Conv1D's [in, out] weights and the
+  // fused c_attn) that from_pretrained and transformers' GPT2LMHeadModel load; each file
+  // atomically; a folder holding a config.json is refused unless overwrite. Pre-norm models with
+  // GELU (tanh or erf) or ReLU only (GPT-2's architecture).
+  Status save_pretrained(const std::string& dir, bool overwrite = false) const;
   static NameMapping hugging_face_names();
   void set_record_attention(bool on);
   std::string type_name() const override { return "DecoderLM"; }

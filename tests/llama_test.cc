@@ -3,6 +3,7 @@
 // and GPT-2 (tests/golden/decoders, made by bench/make_decoder_golden.py; the GPT-2 one sharded)
 // giving transformers' logits and
 // greedy continuations, with and without the key/value cache; bad folders refused in one line.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -130,6 +131,31 @@ TEST_P(DecoderGolden, HubStyleConfigGivesTheSameModel) {
   fs::copy_file(golden_dir(GetParam()) + "/config_hub.json", dir / "config.json");
   expect_golden(dir.string(), golden_dir(GetParam()));
   fs::remove_all(dir);
+}
+
+// save_pretrained writes a folder that loads back to the same model (and, checked by
+// bench/check_saved_decoders.py with TG_KEEP_SAVED=DIR, that transformers loads with the same logits).
+TEST_P(DecoderGolden, SavePretrainedLoadsBackExactly) {
+  const char* keep = std::getenv("TG_KEEP_SAVED");
+  const fs::path dir = (keep ? fs::path(keep) : fs::temp_directory_path() / "tg_saved") / GetParam();
+  fs::remove_all(dir);
+  auto m = tg::load_causal_lm(golden_dir(GetParam())).value();
+  tg::Status saved = GetParam() == "gpt2" ? dynamic_cast<tg::DecoderLM&>(*m).save_pretrained(dir.string())
+                                          : dynamic_cast<tg::LlamaForCausalLM&>(*m).save_pretrained(dir.string());
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  EXPECT_TRUE(fs::exists(dir / "config.json"));
+  auto again = tg::load_causal_lm(dir.string());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  const Tensor prompt = tg::load_safetensors(golden_dir(GetParam()) + "/golden.safetensors").value().tensors.at("prompt");
+  tg::NoGradGuard ng;
+  EXPECT_TRUE(close(m->forward(prompt), (*again)->forward(prompt), 0, 0));  // bit for bit
+  EXPECT_EQ((*again)->eos_token_id(), m->eos_token_id());
+  // A folder holding a model is not replaced unless asked.
+  tg::Status twice = GetParam() == "gpt2" ? dynamic_cast<tg::DecoderLM&>(*m).save_pretrained(dir.string())
+                                          : dynamic_cast<tg::LlamaForCausalLM&>(*m).save_pretrained(dir.string());
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.message().find("overwrite"), std::string::npos) << twice.message();
+  if (!keep) fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DecoderGolden, ::testing::Values("llama", "qwen2", "llama3", "gpt2"));
