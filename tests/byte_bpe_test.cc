@@ -97,6 +97,17 @@ TEST(ByteBpe, FuzzSeedLoads) {
   EXPECT_EQ((*tok)->encode_pair("Hello world <tg_extra>").ids, (std::vector<int64_t>{0, 41, 70, 275, 80, 265, 272, 77, 69, 222, 280}));
 }
 
+// A SentencePiece-style text is one word per segment: 300,000 characters without a break are
+// merged by a queue, not by rescanning the word after every merge (which would take hours).
+TEST(ByteBpe, LongWordsAreMergedInLogLinearTime) {
+  auto tok = Tokenizer::load(dir() + "/llama2/tokenizer.json").value();
+  std::string text;
+  while (text.size() < 300000) text += "Tobeornottobethatisthequestion";
+  const auto ids = tok->encode(text);
+  EXPECT_LE(ids.size(), text.size() / 2);  // merged (into pairs, at least)
+  EXPECT_EQ(tok->decode(ids), text);
+}
+
 TEST(ByteBpe, InvalidUtf8IsRefusedNamingLineAndColumn) {
   auto tok = Tokenizer::load(dir() + "/gpt2/tokenizer.json").value();
   EXPECT_TRUE(throws_with([&] { tok->encode("ok\nab\xFF" "c"); }, {"UTF-8", "0xFF", "line 2", "column 3"}));

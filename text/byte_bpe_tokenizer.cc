@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -344,31 +345,45 @@ void ByteBpeTokenizer::bpe(const std::string& word, std::vector<int64_t>& out) c
     }
     i += len;
   }
-  while (sym.size() > 1) {
-    int64_t best_rank = std::numeric_limits<int64_t>::max(), best_id = -1;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      if (sym[i] < 0 || sym[i + 1] < 0) continue;
-      auto it = merges_.find(static_cast<uint64_t>(sym[i]) << 32 | static_cast<uint64_t>(sym[i + 1]));
-      if (it != merges_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first;
-        best_id = it->second.second;
-        at = i;
-      }
+  // Merges by rank with a queue of candidate pairs, lowest rank first and then leftmost (as
+  // tokenizers does it), over a linked list of symbols: O(n log n), so a long word (a
+  // SentencePiece-style text is one word per segment) costs no quadratic time.
+  const size_t n = sym.size();
+  if (n > 1) {
+    std::vector<int64_t> prev(n), next(n);
+    for (size_t i = 0; i < n; ++i) {
+      prev[i] = static_cast<int64_t>(i) - 1;
+      next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
     }
-    if (best_id < 0) break;
-    // Every occurrence of the pair, left to right (the first one found is the leftmost).
-    const int64_t a = sym[at], b = sym[at + 1];
-    std::vector<int64_t> next(sym.begin(), sym.begin() + static_cast<std::ptrdiff_t>(at));
-    for (size_t i = at; i < sym.size();) {
-      if (i + 1 < sym.size() && sym[i] == a && sym[i + 1] == b) {
-        next.push_back(best_id);
-        i += 2;
-      } else {
-        next.push_back(sym[i++]);
-      }
+    struct Candidate {
+      int64_t rank, pos, left, right, merged;
+      bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+    auto consider = [&](int64_t i) {
+      if (i < 0 || next[static_cast<size_t>(i)] < 0) return;
+      const int64_t l = sym[static_cast<size_t>(i)], r = sym[static_cast<size_t>(next[static_cast<size_t>(i)])];
+      if (l < 0 || r < 0) return;
+      auto it = merges_.find(static_cast<uint64_t>(l) << 32 | static_cast<uint64_t>(r));
+      if (it != merges_.end()) queue.push({it->second.first, i, l, r, it->second.second});
+    };
+    for (size_t i = 0; i + 1 < n; ++i) consider(static_cast<int64_t>(i));
+    while (!queue.empty()) {
+      const Candidate c = queue.top();
+      queue.pop();
+      const auto i = static_cast<size_t>(c.pos);
+      const int64_t j = next[i];
+      if (sym[i] != c.left || j < 0 || sym[static_cast<size_t>(j)] != c.right) continue;  // stale
+      sym[i] = c.merged;
+      sym[static_cast<size_t>(j)] = -2;  // removed
+      next[i] = next[static_cast<size_t>(j)];
+      if (next[i] >= 0) prev[static_cast<size_t>(next[i])] = c.pos;
+      consider(prev[i]);
+      consider(c.pos);
     }
-    sym.swap(next);
+    std::vector<int64_t> kept;
+    for (int64_t i = 0; i >= 0; i = next[static_cast<size_t>(i)]) kept.push_back(sym[static_cast<size_t>(i)]);
+    sym.swap(kept);
   }
   for (int64_t id : sym)
     if (id >= 0) out.push_back(id);  // a character outside the vocabulary with no unk token is dropped, as tokenizers does
