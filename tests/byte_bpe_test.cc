@@ -145,6 +145,7 @@ TEST(ByteBpe, WhatIsNotImplementedIsRefusedByName) {
       },
       {"byte 0x21", "not a byte-level BPE"}));
   EXPECT_TRUE(refused([](json& j) { j["model"]["vocab"]["!"] = 1 << 24; }, {"model.vocab['!']", "16777216"}));
+  EXPECT_TRUE(refused([](json& j) { j["model"]["vocab"]["\u2603"] = 1 << 23; }, {"largest id is 8388608", "too sparse"}));
   EXPECT_TRUE(refused([](json& j) { j["added_tokens"][0]["lstrip"] = true; }, {"lstrip"}));
   EXPECT_TRUE(refused([](json& j) { j["model"]["dropout"] = 0.1; }, {"dropout"}));
 }

@@ -668,6 +668,10 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
         return io_error("{}: an added_tokens entry without an id in [0, {}) and a content string: {}", source, kMaxVocab, brief(a));
       n = std::max(n, a["id"].get<int64_t>() + 1);
     }
+  // Holes are allowed, but not a sparse table that a few entries could make huge.
+  const int64_t entries = static_cast<int64_t>(vocab->size() + (added ? added->size() : 0));
+  if (n > 2 * entries + 65536)
+    return io_error("{}: the largest id is {} for {} tokens (too sparse a vocabulary)", source, n - 1, entries);
   t->tokens_.assign(static_cast<size_t>(n), std::string());
   t->is_special_.assign(static_cast<size_t>(n), 0);
   t->is_added_.assign(static_cast<size_t>(n), 0);
