@@ -149,8 +149,8 @@ int run(int argc, char** argv) {
   }
   std::printf("\n");
   std::fflush(stdout);
-  const double prompt_s = generated.empty() && first == Clock::time_point{} ? std::chrono::duration<double>(end - start).count()
-                                                                            : std::chrono::duration<double>(first - start).count();
+  const Clock::time_point prompt_end = first == Clock::time_point{} ? end : first;  // no token: all was the prompt
+  const double prompt_s = std::chrono::duration<double>(prompt_end - start).count();
   const double gen_s = std::chrono::duration<double>(end - first).count();
   const size_t after_first = generated.size() > 0 ? generated.size() - 1 : 0;
   std::fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %zu tokens%s, %.1f tokens/s\n",

@@ -155,7 +155,6 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
   // The headers; values are read into the model.
   Result<SafetensorsCheckpoint> file = open_safetensors_checkpoint(dir);
   if (!file.ok()) return file.status();
-  const std::string& weights_path = file->source;
   // The configuration against the file's shapes before anything of the configuration's size is
   // built: every tensor the configuration implies must be in the file with that shape, so a
   // config.json that does not belong to these weights is named, never allocated.
@@ -185,17 +184,7 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
   if (shapes.count("pooler.dense.weight")) TG_RETURN_IF_ERROR(expect("pooler.dense.weight", {H, H}, "hidden_size"));
   BertConfig built = c;
   built.pooler = shapes.count("pooler.dense.weight") != 0;
-  std::unique_ptr<BertModel> model;
-  try {
-    SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
-    model = std::make_unique<BertModel>(built);
-  } catch (const std::bad_alloc&) {
-    return io_error("{}: not enough memory for the model {} describes", weights_path, config_path);
-  }
-  Result<LoadReport> r = tg::load_pretrained(*model, *file, {.strict = true, .names = hugging_face_names(), .source = weights_path});
-  if (!r.ok()) return r.status();
-  model->eval();
-  return model;
+  return hf::build_and_load<BertModel>(built, *file, hugging_face_names(), config_path);
 }
 
 Tensor pool(const Tensor& hidden, const Tensor& attention_mask, Pooling pooling) {

@@ -9,20 +9,8 @@
 
 namespace tg {
 
-namespace {
 using hf::brief;
 using hf::json;
-
-Status read_token_id(const json& j, const char* key, int64_t vocab, int64_t& value, const std::string& path) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return {};
-  const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
-    return io_error("{}: {} = {} (expected a token id in [0, {}))", path, key, brief(*it), vocab);
-  value = v.get<int64_t>();
-  return {};
-}
-}  // namespace
 
 Result<LMConfig> LMConfig::from_json(const std::string& path) {
   Result<json> parsed = hf::read_config(path);
@@ -68,8 +56,8 @@ Result<LMConfig> LMConfig::from_json(const std::string& path) {
   if (auto e = j.find("embd_pdrop"); e != j.end() && e->is_number() && e->get<double>() != c.layer.dropout)
     return io_error("{}: embd_pdrop {} differs from resid_pdrop {} (one dropout rate is supported)", path, brief(*e),
                     c.layer.dropout);
-  TG_RETURN_IF_ERROR(read_token_id(j, "bos_token_id", c.vocab, c.bos_id, path));
-  TG_RETURN_IF_ERROR(read_token_id(j, "eos_token_id", c.vocab, c.eos_id, path));
+  TG_RETURN_IF_ERROR(hf::read_token_id(j, "bos_token_id", c.vocab, c.bos_id, path));
+  TG_RETURN_IF_ERROR(hf::read_token_id(j, "eos_token_id", c.vocab, c.eos_id, path));
   // What would change the computation and is not implemented here.
   bool scale = true, by_layer = false, cross = false;
   TG_RETURN_IF_ERROR(hf::read_bool(j, "scale_attn_weights", scale, path));
@@ -118,19 +106,9 @@ Result<std::unique_ptr<DecoderLM>> DecoderLM::from_pretrained(const std::string&
     TG_RETURN_IF_ERROR(header.expect(p + "mlp.c_fc.weight", {D, F}, "n_embd, n_inner (Conv1D: [in, out])"));
     TG_RETURN_IF_ERROR(header.expect(p + "mlp.c_proj.weight", {F, D}, "n_inner, n_embd (Conv1D: [in, out])"));
   }
-  std::unique_ptr<DecoderLM> model;
-  try {
-    SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
-    model = std::make_unique<DecoderLM>(c);
-  } catch (const std::bad_alloc&) {
-    return io_error("{}: not enough memory for the model {} describes", file->source, config_path);
-  }
   NameMapping names = hugging_face_names();
   if (c.tie_weights) names.ignore.push_back(R"(^lm_head\.weight$)");  // some tied checkpoints store it too
-  Result<LoadReport> r = tg::load_pretrained(*model, *file, {.strict = true, .names = names});
-  if (!r.ok()) return r.status();
-  model->eval();
-  return model;
+  return hf::build_and_load<DecoderLM>(c, *file, names, config_path);
 }
 
 Status DecoderLM::save_pretrained(const std::string& dir, bool overwrite) const {

@@ -51,6 +51,16 @@ Status read_bool(const json& j, const char* key, bool& value, const std::string&
   return {};
 }
 
+Status read_token_id(const json& j, const char* key, int64_t vocab, int64_t& value, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
+    return io_error("{}: {} = {} (expected a token id in [0, {}))", path, key, brief(*it), vocab);
+  value = v.get<int64_t>();
+  return {};
+}
+
 HeaderShapes header_shapes(const SafetensorsCheckpoint& checkpoint, const std::string& prefix,
                            const std::string& layer_prefix, const std::string& config_path) {
   HeaderShapes h;

@@ -3,6 +3,8 @@
 // and members checked against their ranges, every error naming the file, the key and the value.
 // Library-private (not installed).
 #include <map>
+#include <memory>
+#include <new>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +12,8 @@
 #include "graph/shape.h"
 #include "io/safetensors.h"
 #include "io/status.h"
+#include "models/layers.h"
+#include "models/module_io.h"
 
 namespace tg::hf {
 
@@ -42,6 +46,28 @@ struct HeaderShapes {
 };
 HeaderShapes header_shapes(const SafetensorsCheckpoint& checkpoint, const std::string& prefix,
                            const std::string& layer_prefix, const std::string& config_path);
+
+// bos_token_id / eos_token_id: a number or a list (its first), within [0, vocab); absent or null keeps `value`.
+Status read_token_id(const json& j, const char* key, int64_t vocab, int64_t& value, const std::string& path);
+
+// from_pretrained's last step, once the header agrees with the config: the model built without
+// random initialisation (a failed allocation is an error naming both files), loaded strictly
+// through `names`, in eval mode.
+template <class M, class Config>
+Result<std::unique_ptr<M>> build_and_load(const Config& cfg, const SafetensorsCheckpoint& file, const NameMapping& names,
+                                          const std::string& config_path) {
+  std::unique_ptr<M> model;
+  try {
+    SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
+    model = std::make_unique<M>(cfg);
+  } catch (const std::bad_alloc&) {
+    return io_error("{}: not enough memory for the model {} describes", file.source, config_path);
+  }
+  Result<LoadReport> r = tg::load_pretrained(*model, file, {.strict = true, .names = names});
+  if (!r.ok()) return r.status();
+  model->eval();
+  return model;
+}
 
 // save_pretrained's folder: created if missing; one that holds a config.json already is refused
 // unless overwrite ("DIR holds a model (config.json); pass overwrite to replace it").

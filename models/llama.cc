@@ -123,16 +123,6 @@ Status read_rope(const json& r, const char* key, LlamaConfig& c, const std::stri
   return {};
 }
 
-// The first id of bos/eos_token_id (a number or a list of numbers).
-Status read_token_id(const json& j, const char* key, int64_t vocab, int64_t& value, const std::string& path) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return {};
-  const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
-    return io_error("{}: {} = {} (expected a token id in [0, {}))", path, key, brief(*it), vocab);
-  value = v.get<int64_t>();
-  return {};
-}
 }  // namespace
 
 Result<LlamaConfig> LlamaConfig::from_json(const std::string& path) {
@@ -167,8 +157,8 @@ Result<LlamaConfig> LlamaConfig::from_json(const std::string& path) {
                     "required", path);
   for (const char* key : {"rope_scaling", "rope_parameters"})
     if (auto r = j.find(key); r != j.end()) TG_RETURN_IF_ERROR(read_rope(*r, key, c, path));
-  TG_RETURN_IF_ERROR(read_token_id(j, "bos_token_id", c.vocab, c.bos_id, path));
-  TG_RETURN_IF_ERROR(read_token_id(j, "eos_token_id", c.vocab, c.eos_id, path));
+  TG_RETURN_IF_ERROR(hf::read_token_id(j, "bos_token_id", c.vocab, c.bos_id, path));
+  TG_RETURN_IF_ERROR(hf::read_token_id(j, "eos_token_id", c.vocab, c.eos_id, path));
   if (auto a = j.find("hidden_act"); a != j.end() && !(a->is_string() && a->get<std::string>() == "silu"))
     return io_error("{}: hidden_act {} is not supported (the SwiGLU feed-forward uses silu)", path, brief(*a));
   // What would change the computation and is not implemented here.
@@ -233,19 +223,9 @@ Result<std::unique_ptr<LlamaForCausalLM>> LlamaForCausalLM::from_pretrained(cons
     TG_RETURN_IF_ERROR(expect(p + "mlp.up_proj.weight", {I, H}, "intermediate_size, hidden_size"));
     TG_RETURN_IF_ERROR(expect(p + "mlp.down_proj.weight", {H, I}, "hidden_size, intermediate_size"));
   }
-  std::unique_ptr<LlamaForCausalLM> model;
-  try {
-    SkipInitGuard no_random_init;  // every weight is loaded below (strictly)
-    model = std::make_unique<LlamaForCausalLM>(c);
-  } catch (const std::bad_alloc&) {
-    return io_error("{}: not enough memory for the model {} describes", file->source, config_path);
-  }
   NameMapping names = hugging_face_names();
   if (c.tie_word_embeddings) names.ignore.push_back(R"(^lm_head\.weight$)");  // some tied checkpoints store it too
-  Result<LoadReport> r = tg::load_pretrained(*model, *file, {.strict = true, .names = names});
-  if (!r.ok()) return r.status();
-  model->eval();
-  return model;
+  return hf::build_and_load<LlamaForCausalLM>(c, *file, names, config_path);
 }
 
 Status LlamaForCausalLM::save_pretrained(const std::string& dir, bool overwrite) const {

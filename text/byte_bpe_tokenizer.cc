@@ -250,9 +250,22 @@ std::string type_of(const json* o) {
   return o && o->is_object() && o->contains("type") && (*o)["type"].is_string() ? (*o)["type"].get<std::string>() : "";
 }
 
+// A pipeline component's steps: the members of a {"type": "Sequence", KEY: [...]}, else the
+// component itself (none when null).
+std::vector<const json*> steps_of(const json* o, const char* key) {
+  std::vector<const json*> out;
+  if (o && type_of(o) == "Sequence" && o->contains(key) && (*o)[key].is_array()) {
+    for (const json& s : (*o)[key]) out.push_back(&s);
+  } else if (o) {
+    out.push_back(o);
+  }
+  return out;
+}
+
 class ByteBpeTokenizer : public Tokenizer {
  public:
-  static Result<std::unique_ptr<Tokenizer>> parse(std::string_view bytes, std::string_view source);
+  // j: the file's JSON, parsed once (bytes: the file, kept for serialize()).
+  static Result<std::unique_ptr<Tokenizer>> parse(const nlohmann::json& j, std::string_view bytes, std::string_view source);
 
   std::string kind() const override { return "byte_bpe"; }
   std::vector<std::string> tokenize(std::string_view text) const override {
@@ -555,19 +568,10 @@ Status ByteBpeTokenizer::parse_metaspace(const json& j, std::string_view source)
   metaspace_ = true;
   const std::string meta = "\xE2\x96\x81";
   bool replaces_spaces = false;
-  auto steps = [](const json* o, const char* key) {
-    std::vector<const json*> out;
-    if (o && type_of(o) == "Sequence" && o->contains(key) && (*o)[key].is_array()) {
-      for (const json& s : (*o)[key]) out.push_back(&s);
-    } else if (o) {
-      out.push_back(o);
-    }
-    return out;
-  };
   auto str = [](const json& o, const char* key) {
     return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string("\x01");
   };
-  for (const json* n : steps(member(j, "normalizer"), "normalizers")) {
+  for (const json* n : steps_of(member(j, "normalizer"), "normalizers")) {
     const std::string type = type_of(n);
     if (type == "Prepend" && str(*n, "prepend") == meta) {
       prefix_ = Prefix::kEverySegment;
@@ -595,7 +599,7 @@ Status ByteBpeTokenizer::parse_metaspace(const json& j, std::string_view source)
   }
   if (!replaces_spaces)
     return io_error("{}: a BPE with byte fallback whose spaces are not replaced by \"▁\" is not supported", source);
-  for (const json* d : steps(member(j, "decoder"), "decoders")) {
+  for (const json* d : steps_of(member(j, "decoder"), "decoders")) {
     const std::string type = type_of(d);
     if (type == "Strip") {
       strip_space_ = str(*d, "content") == " " && d->contains("start") && (*d)["start"] == 1;
@@ -622,10 +626,7 @@ Status ByteBpeTokenizer::parse_metaspace(const json& j, std::string_view source)
   return {};
 }
 
-Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view bytes, std::string_view source) {
-  if (json_depth(bytes, 16) > 16) return io_error("{}: the JSON is nested too deeply for a tokenizer.json", source);
-  const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return io_error("{}: not a JSON object (a Hugging Face tokenizer.json was expected)", source);
+Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(const json& j, std::string_view bytes, std::string_view source) {
   auto t = std::make_unique<ByteBpeTokenizer>();
   t->bytes_ = std::string(bytes);
   const json& model = j["model"];
@@ -740,8 +741,7 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
   const json* norm_j = member(j, "normalizer");
   const json* pre_j = member(j, "pre_tokenizer");
   bool metaspace = t->byte_fallback_ || type_of(pre_j) == "Metaspace";
-  if (norm_j && type_of(norm_j) == "Sequence" && norm_j->contains("normalizers") && (*norm_j)["normalizers"].is_array())
-    for (const json& n : (*norm_j)["normalizers"]) metaspace = metaspace || type_of(&n) == "Prepend" || type_of(&n) == "Replace";
+  for (const json* n : steps_of(norm_j, "normalizers")) metaspace = metaspace || type_of(n) == "Prepend" || type_of(n) == "Replace";
   if (metaspace) {
     TG_RETURN_IF_ERROR(t->parse_metaspace(j, source));
   } else {
@@ -757,25 +757,16 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
     }
     // Normalizer: none, or NFC (Qwen2), alone or as a one-step Sequence.
     if (const json* norm = member(j, "normalizer")) {
-      const json* step = norm;
-      if (type_of(norm) == "Sequence" && norm->contains("normalizers") && (*norm)["normalizers"].is_array() &&
-          (*norm)["normalizers"].size() == 1)
-        step = &(*norm)["normalizers"][0];
-      if (type_of(step) != "NFC")
+      const std::vector<const json*> n = steps_of(norm, "normalizers");
+      if (n.size() != 1 || type_of(n[0]) != "NFC")
         return io_error("{}: normalizer '{}' is not supported (byte-level BPE: none or NFC)", source,
                         type_of(norm).empty() ? brief(*norm) : type_of(norm));
       t->nfc_ = true;
     }
     // Pre-tokenizer: ByteLevel (with GPT-2's regex or after a Split), optionally after Digits.
     const json* pre = member(j, "pre_tokenizer");
-    std::vector<const json*> steps;
-    if (pre && type_of(pre) == "Sequence" && pre->contains("pretokenizers") && (*pre)["pretokenizers"].is_array()) {
-      for (const json& s : (*pre)["pretokenizers"]) steps.push_back(&s);
-    } else if (pre) {
-      steps.push_back(pre);
-    }
     bool byte_level = false;
-    for (const json* s : steps) {
+    for (const json* s : steps_of(pre, "pretokenizers")) {
       const std::string type = type_of(s);
       if (byte_level) return io_error("{}: pre_tokenizer step '{}' after ByteLevel is not supported", source, type);
       if (type == "ByteLevel") {
@@ -819,14 +810,7 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
       return io_error("{}: decoder '{}' is not supported (ByteLevel)", source, type_of(dec).empty() ? brief(*dec) : type_of(dec));
   }
   // Post-processor: ByteLevel (nothing added) and/or a template that puts a token before $A.
-  const json* post = member(j, "post_processor");
-  std::vector<const json*> posts;
-  if (post && type_of(post) == "Sequence" && post->contains("processors") && (*post)["processors"].is_array()) {
-    for (const json& p : (*post)["processors"]) posts.push_back(&p);
-  } else if (post) {
-    posts.push_back(post);
-  }
-  for (const json* p : posts) {
+  for (const json* p : steps_of(member(j, "post_processor"), "processors")) {
     const std::string type = type_of(p);
     if (type == "ByteLevel") continue;
     if (type != "TemplateProcessing")
@@ -855,14 +839,14 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(std::string_view byte
 
 }  // namespace
 
-bool is_byte_bpe_json(std::string_view bytes) {
-  if (json_depth(bytes, 16) > 16) return false;  // the WordPiece reader names the problem
-  const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("model") && type_of(&j["model"]) == "BPE";
-}
-
-Result<std::unique_ptr<Tokenizer>> parse_byte_bpe(std::string_view bytes, std::string_view source) {
-  return ByteBpeTokenizer::parse(bytes, source);
+Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer_json(std::string_view bytes, std::string_view source) {
+  // Parsed once here; a BPE model is read from it, anything else goes to the WordPiece reader,
+  // which names what it cannot read (depth and syntax errors included).
+  if (json_depth(bytes, 16) <= 16) {
+    const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("model") && type_of(&j["model"]) == "BPE") return ByteBpeTokenizer::parse(j, bytes, source);
+  }
+  return parse_wordpiece(bytes, source);
 }
 
 std::vector<std::string> byte_bpe_pre_tokenize(const Tokenizer& t, std::string_view text) {

@@ -156,8 +156,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::parse(std::string_view bytes, std:
                     kMaxFileBytes >> 20);
   if (bytes.empty()) return io_error("{}: an empty file, not a tokenizer", source);
   if (internal::is_vocab_tokenizer_file(bytes)) return internal::parse_vocab_tokenizer(bytes, source);
-  if (internal::is_hf_tokenizer_json(bytes))
-    return internal::is_byte_bpe_json(bytes) ? internal::parse_byte_bpe(bytes, source) : internal::parse_wordpiece(bytes, source);
+  if (internal::is_hf_tokenizer_json(bytes)) return internal::parse_hf_tokenizer_json(bytes, source);
   Result<std::unique_ptr<Tokenizer>> spm = internal::parse_sentencepiece(bytes, source);
   if (spm.ok() || !looks_like_text(bytes)) return spm;
   return io_error("{}: not a tokenizer file (line 1 is not 'tapegrad tokenizer word|char ...', and the file is not a "

@@ -27,8 +27,8 @@ bool is_hf_tokenizer_json(std::string_view bytes);  // the first non-blank byte 
 Result<std::unique_ptr<Tokenizer>> parse_wordpiece(std::string_view bytes, std::string_view source);
 
 // Byte-level BPE from a Hugging Face tokenizer.json (text/byte_bpe_tokenizer.cc).
-bool is_byte_bpe_json(std::string_view bytes);  // a JSON object whose model.type is "BPE"
-Result<std::unique_ptr<Tokenizer>> parse_byte_bpe(std::string_view bytes, std::string_view source);
+// A Hugging Face tokenizer.json of either kind: a "BPE" model is read here, others by parse_wordpiece.
+Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer_json(std::string_view bytes, std::string_view source);
 // Its pre-tokenizer's pieces, in byte-level characters, ignoring added tokens (for the tests'
 // comparison with tokenizers' pre_tokenize_str).
 std::vector<std::string> byte_bpe_pre_tokenize(const Tokenizer& t, std::string_view text);
