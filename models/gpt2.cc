@@ -114,6 +114,9 @@ Result<std::unique_ptr<DecoderLM>> DecoderLM::from_pretrained(const std::string&
 Status DecoderLM::save_pretrained(const std::string& dir, bool overwrite) const {
   const LayerConfig& L = cfg.layer;
   if (!L.norm_first) return io_error("{}: a post-norm DecoderLM has no GPT-2 form (norm_first is required)", dir);
+  if (cfg.positions != Positions::kLearned)
+    return io_error("{}: a DecoderLM with {} positions has no GPT-2 form (GPT-2 learns its positions)", dir,
+                    cfg.positions == Positions::kRotary ? "rotary" : "sinusoidal");
   TG_RETURN_IF_ERROR(hf::prepare_folder(dir, overwrite));
   hf::ordered_json j;
   j["architectures"] = {"GPT2LMHeadModel"};

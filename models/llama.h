@@ -86,7 +86,7 @@ class LlamaForCausalLM : public Module, public CausalLM {
   // Writes DIR/config.json and DIR/model.safetensors (float32, Hugging Face's names) that
   // from_pretrained and transformers' AutoModelForCausalLM load; each file atomically. A folder
   // that already holds a config.json is refused unless overwrite.
-  Status save_pretrained(const std::string& dir, bool overwrite = false) const;
+  Status save_pretrained(const std::string& dir, bool overwrite = false) const override;
   static NameMapping hugging_face_names();
   LlamaConfig cfg;
   std::shared_ptr<Embedding> embed_tokens;

@@ -215,10 +215,18 @@ DecoderLM::DecoderLM(const LMConfig& c) : cfg(c) {
            "vocab ({}) and context ({}) must be positive, layers ({}) >= 0", c.vocab, c.context, c.layers);
   const int64_t d = c.layer.d_model;
   tok_embed = register_module("tok_embed", std::make_shared<Embedding>(c.vocab, d, EmbeddingOptions{.init_std = 0.02}));
-  pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(c.context, d));
+  if (c.positions == Positions::kLearned)
+    pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(c.context, d));
+  else if (c.positions == Positions::kSinusoidal)
+    pos_sin = register_module("pos_sin", std::make_shared<SinusoidalPositionalEncoding>(d, c.context));
+  else
+    rotary = std::make_shared<RotaryEmbedding>(d / c.layer.heads, c.rope_theta);  // not a child: no parameters
   dropout = register_module("dropout", std::make_shared<Dropout>(c.layer.dropout));
   layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
-  for (int64_t i = 0; i < c.layers; ++i) layers->push_back(std::make_shared<EncoderLayer>(c.layer));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    layers->push_back(std::make_shared<EncoderLayer>(c.layer));
+    (*layers)[static_cast<size_t>(i)]->self_attn->rotary = rotary;
+  }
   norm = register_module("norm", std::make_shared<LayerNorm>(d, c.layer.eps));
   if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(d, c.vocab, false));
 }
@@ -230,7 +238,10 @@ Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache, bool last_only
            start + ids.size(1), cfg.context);
   const size_t n = layers->size();
   if (cache) cache->prepare(n, /*with_cross=*/false, "DecoderLM");
-  Tensor h = dropout->forward(pos_embed->forward(tok_embed->forward(ids), start));
+  Tensor h = tok_embed->forward(ids);
+  if (pos_embed) h = pos_embed->forward(h, start);
+  if (pos_sin) h = pos_sin->forward(h * std::sqrt(static_cast<double>(cfg.layer.d_model)), start);
+  h = dropout->forward(h);
   for (size_t i = 0; i < n; ++i) h = (*layers)[i]->forward(h, {.causal = true}, cache ? &cache->self[i] : nullptr);
   if (cache) cache->length += ids.size(1);
   if (last_only) h = h.narrow(1, h.size(1) - 1, 1);

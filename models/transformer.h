@@ -161,6 +161,19 @@ class CausalLM {
   virtual int64_t bos_token_id() const = 0;   // -1: none
   virtual int64_t eos_token_id() const = 0;   // -1: none
   virtual Module& module() = 0;               // its parameters, train/eval mode, dtype
+  // Writes DIR/config.json and DIR/model.safetensors in its Hugging Face form (float32), which
+  // load_causal_lm and transformers load; each file atomically; a folder that already holds a
+  // config.json is refused unless overwrite.
+  virtual Status save_pretrained(const std::string& dir, bool overwrite = false) const = 0;
+};
+
+// Where a DecoderLM's tokens get their order from.
+enum class Positions {
+  kLearned,     // a learned vector per position added to the input (GPT-2): `context` of them
+  kSinusoidal,  // the 2017 paper's fixed sines and cosines added to the input (token embeddings
+                // scaled by √d_model, as there)
+  kRotary,      // Q and K of every layer rotated by their positions (RoFormer; Llama): nothing is
+                // added to the input, and the scores depend on the distance between positions only
 };
 
 struct LMConfig {
@@ -170,6 +183,8 @@ struct LMConfig {
   int64_t layers = 4;
   bool tie_weights = true;  // lm_head shares the token embedding
   int64_t bos_id = -1, eos_id = -1;  // from a GPT-2 config.json (bos_token_id, eos_token_id); -1: none
+  Positions positions = Positions::kLearned;  // GPT-2's; the others have no GPT-2 form (save_pretrained)
+  double rope_theta = 10000.0;                // with Positions::kRotary
 
   // Reads a Hugging Face GPT-2 config.json (model_type gpt2): n_embd, n_layer, n_head, n_inner,
   // n_positions, activation_function (gelu_new / gelu_pytorch_tanh, gelu, relu), layer_norm_epsilon,
@@ -178,7 +193,7 @@ struct LMConfig {
   static Result<LMConfig> from_json(const std::string& path);
 };
 
-// GPT-style decoder-only language model: token + learned position embeddings, pre-norm blocks
+// GPT-style decoder-only language model: token embeddings (+ positions, LMConfig::positions), pre-norm blocks
 // with causal self-attention, a final layer norm and a head onto the vocabulary. GPT-2's
 // architecture: DecoderLM::from_pretrained loads Hugging Face GPT-2 checkpoints.
 class DecoderLM : public Module, public CausalLM {
@@ -201,14 +216,16 @@ class DecoderLM : public Module, public CausalLM {
   // Writes a GPT-2 folder (config.json, model.safetensors with Conv1D's [in, out] weights and the
   // fused c_attn) that from_pretrained and transformers' GPT2LMHeadModel load; each file
   // atomically; a folder holding a config.json is refused unless overwrite. Pre-norm models with
-  // GELU (tanh or erf) or ReLU only (GPT-2's architecture).
-  Status save_pretrained(const std::string& dir, bool overwrite = false) const;
+  // learned positions and GELU (tanh or erf) or ReLU only (GPT-2's architecture).
+  Status save_pretrained(const std::string& dir, bool overwrite = false) const override;
   static NameMapping hugging_face_names();
   void set_record_attention(bool on);
   std::string type_name() const override { return "DecoderLM"; }
   LMConfig cfg;
   std::shared_ptr<Embedding> tok_embed;
-  std::shared_ptr<LearnedPositionalEmbedding> pos_embed;
+  std::shared_ptr<LearnedPositionalEmbedding> pos_embed;  // Positions::kLearned only
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_sin;   // Positions::kSinusoidal only
+  std::shared_ptr<RotaryEmbedding> rotary;                 // Positions::kRotary only (every layer's self_attn->rotary)
   std::shared_ptr<Dropout> dropout;
   std::shared_ptr<ModuleList<EncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;

@@ -151,3 +151,65 @@ TEST(ByteBpe, WhatIsNotImplementedIsRefusedByName) {
 }
 
 }  // namespace
+
+// ---- training (Tokenizer::train("byte_bpe", ...)) ----
+namespace {
+
+::testing::AssertionResult fails_with(const tg::Result<std::unique_ptr<Tokenizer>>& r, const std::vector<std::string>& words) {
+  if (r.ok()) return ::testing::AssertionFailure() << "accepted";
+  for (const std::string& w : words)
+    if (r.status().message().find(w) == std::string::npos)
+      return ::testing::AssertionFailure() << "'" << w << "' not in: " << r.status().message();
+  return ::testing::AssertionSuccess();
+}
+
+std::string shakespeare_sample() {
+  std::ifstream in(dir() + "/../../../../shared/data/tinyshakespeare.txt");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty())  // outside the workplace: a text of our own
+    for (int i = 0; i < 400; ++i) text += fmt::format("To be, or not to be, that is the question {}:\nWhether 'tis nobler\n", i);
+  return text.substr(0, 200000);
+}
+
+TEST(ByteBpeTraining, MergesTheMostFrequentPairFirstTiesToTheSmallerIds) {
+  // Pieces "aaab", " aab", " ab": (a,a) and (a,b) both occur 3 times -> "aa" (smaller ids) first;
+  // then "ab" (2); then, all pairs at 1, the smallest: (Ġ, aa) (space's byte character sorts first).
+  auto tok = Tokenizer::train("byte_bpe", {"aaab aab ab"}, {.vocab_size = 1 + 256 + 3, .min_count = 1}).value();
+  EXPECT_EQ(tok->kind(), "byte_bpe");
+  EXPECT_EQ(tok->size(), 260);
+  const json j = json::parse(tok->serialize());
+  EXPECT_EQ(j["model"]["merges"], json::parse(R"([["a","a"],["a","b"],["Ġ","aa"]])"));
+  EXPECT_EQ(tok->token(0), "<|endoftext|>");
+  EXPECT_EQ(tok->encode("aaab aab"), (std::vector<int64_t>{257, 258, 259, 1 + 98}));  // aa ab Ġaa b (byte 98 at id 1 + 98)
+  // min_count 2 stops before the pairs seen once.
+  EXPECT_EQ(Tokenizer::train("byte_bpe", {"aaab aab ab"}, {.vocab_size = 1000, .min_count = 2}).value()->size(), 259);
+}
+
+TEST(ByteBpeTraining, LearnsWordsRoundTripsAndIsDeterministic) {
+  const std::string text = shakespeare_sample();
+  auto tok = Tokenizer::train("byte_bpe", {text}, {.vocab_size = 1000}).value();
+  EXPECT_EQ(tok->size(), 1000);
+  EXPECT_EQ(tok->encode(" the").size(), 1u);  // a frequent word is one token
+  EXPECT_LT(tok->encode(text).size(), text.size() / 2);
+  const std::string odd = "Naïve café — 東京 🙂\n\n  tabs\there\r\n";
+  EXPECT_EQ(tok->decode(tok->encode(odd)), odd);  // bytes never seen in training still round-trip
+  EXPECT_EQ(tok->decode(tok->encode(text)), text);
+  // The same text gives the same file; the file parses back to the same ids.
+  EXPECT_EQ(Tokenizer::train("byte_bpe", {text}, {.vocab_size = 1000}).value()->serialize(), tok->serialize());
+  auto again = Tokenizer::parse(tok->serialize(), "trained.json").value();
+  EXPECT_EQ(again->encode(text), tok->encode(text));
+  // User symbols become added tokens, never split.
+  auto with = Tokenizer::train("byte_bpe", {text}, {.vocab_size = 600, .user_symbols = {"<sep>"}}).value();
+  EXPECT_EQ(with->id_of("<sep>"), 1);
+  EXPECT_EQ(with->encode("a<sep>b"), (std::vector<int64_t>{with->encode("a")[0], 1, with->encode("b")[0]}));
+}
+
+TEST(ByteBpeTraining, BadRequestsAreOneLine) {
+  EXPECT_TRUE(fails_with(Tokenizer::train("byte_bpe", {"abc"}, {.vocab_size = 100}), {"vocabulary of 100", "256 byte tokens"}));
+  EXPECT_TRUE(fails_with(Tokenizer::train("byte_bpe", {"ok", "line\n\xFF"}, {.vocab_size = 300}), {"text 2", "UTF-8", "0xFF", "line 2"}));
+  EXPECT_TRUE(fails_with(Tokenizer::train("byte_bpe", {""}, {.vocab_size = 300}), {"no text"}));
+  EXPECT_TRUE(fails_with(Tokenizer::train("byte_bpe", {"abc"}, {.vocab_size = 300, .lowercase = true}), {"lowercase"}));
+  EXPECT_TRUE(fails_with(Tokenizer::train("byte_bpe", {"abc"}, {.vocab_size = 300, .user_symbols = {"x", "x"}}), {"'x'", "twice"}));
+}
+
+}  // namespace

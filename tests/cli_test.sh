@@ -47,7 +47,7 @@ if "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 --width 16 --heads 2 --cont
 # finished run resumed says there is nothing left to do.
 expect_error "--tokenizer is bpe here but char in the run being resumed" "$BIN/train_lm" --text "$TMP/text.txt" --layers 1 \
   --width 16 --heads 2 --context 8 --steps 6 --out "$TMP/corrupt" --resume --tokenizer bpe --vocab 50
-expect_error "--vocab 50: sets the number of subword pieces, with --tokenizer bpe or unigram" "$BIN/train_lm" --text "$TMP/text.txt" \
+expect_error "--vocab 50: sets the number of subword pieces, with --tokenizer bpe, unigram or byte_bpe" "$BIN/train_lm" --text "$TMP/text.txt" \
   --out "$TMP/corrupt" --resume --vocab 50
 expect_error "--layers is 2 here but 1 in the run being resumed" "$BIN/train_lm" --text "$TMP/text.txt" --layers 2 \
   --width 16 --heads 2 --context 8 --steps 6 --out "$TMP/corrupt" --resume
@@ -60,7 +60,7 @@ if (cd "$TMP" && "$BIN/train_lm" --text ./text.txt --layers 1 --width 16 --heads
 cp -r "$TMP/corrupt" "$TMP/flipped"
 perl -0777 -pi -e 'substr($_, -5, 1) ^= "\x10"' "$TMP/flipped/model.safetensors"
 expect_error "fails its checksum" "$BIN/train_lm" --load "$TMP/flipped" --sample 5
-expect_error "expected one of char, bpe, unigram" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer word --out "$TMP/run"
+expect_error "expected one of char, bpe, unigram, byte_bpe" "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer word --out "$TMP/run"
 for tok in bpe unigram; do  # a subword LM end to end, then resumed
   if "$BIN/train_lm" --text "$TMP/text.txt" --tokenizer "$tok" --vocab 23 --layers 1 --width 16 --heads 2 --context 8 \
        --steps 3 --eval_every 2 --sample 5 --out "$TMP/lm_$tok" >"$TMP/out" 2>&1 &&
@@ -144,10 +144,28 @@ if "$BIN/train_lm" "${LM[@]}" --steps 2 --out "$TMP/lm_once" --overwrite >/dev/n
    "$BIN/train_lm" --load "$TMP/lm_once" --sample 10 >"$TMP/out" 2>&1 && [ -s "$TMP/out" ]; then
   echo "ok: train_lm --overwrite, then --load samples without training"; else
   echo "FAIL: train_lm --overwrite / --load"; cat "$TMP/out"; failures=$((failures + 1)); fi
-# Model metadata that claims more layers than the file holds is refused before the model is built.
+# A config.json that claims more layers than the file holds is refused before the model is built.
 cp -r "$TMP/lm_once" "$TMP/lm_layers"
-perl -0777 -pi -e 's/"layers":"1"/"layers":"9"/' "$TMP/lm_layers/model.safetensors"
-expect_error "metadata says 9 layers, but the file's tensors do not" "$BIN/train_lm" --load "$TMP/lm_layers" --sample 5
+perl -0777 -pi -e 's/"n_layer": 1/"n_layer": 9/' "$TMP/lm_layers/config.json"
+expect_error "model.safetensors: holds 1 layers but .*config.json says n_layer 9" "$BIN/train_lm" --load "$TMP/lm_layers" --sample 5
+# --arch llama with a byte-level BPE it trains: a Hugging Face folder that generate loads, --resume
+# continues, and --load samples from; the flags that only make sense together are checked.
+LL=(--text "$TMP/text.txt" --arch llama --kv_heads 1 --tokenizer byte_bpe --vocab 300 --layers 1 --width 16 --heads 2 --context 8
+    --eval_every 2 --sample 5)
+if "$BIN/train_lm" "${LL[@]}" --steps 2 --out "$TMP/lm_llama" >"$TMP/out" 2>&1 &&
+   "$BIN/train_lm" "${LL[@]}" --steps 4 --out "$TMP/lm_llama" --resume >>"$TMP/out" 2>&1 &&
+   grep -q "LlamaForCausalLM" "$TMP/out" && grep -q '"num_key_value_heads": 1' "$TMP/lm_llama/config.json" &&
+   [ -s "$TMP/lm_llama/tokenizer.json" ] && [ -s "$TMP/lm_llama/tokenizer_config.json" ] &&
+   "$BIN/generate" --model "$TMP/lm_llama" --prompt "hello" --max_new_tokens 5 >/dev/null 2>>"$TMP/out" &&
+   "$BIN/train_lm" --load "$TMP/lm_llama" --sample 5 >/dev/null 2>>"$TMP/out"; then
+  echo "ok: train_lm --arch llama --tokenizer byte_bpe, --resume, then generate and --load"; else
+  echo "FAIL: train_lm --arch llama"; tail -5 "$TMP/out"; failures=$((failures + 1)); fi
+expect_error "--kv_heads 3 must divide --heads 4" "$BIN/train_lm" "${LL[@]}" --heads 4 --kv_heads 3 --out "$TMP/run"
+expect_error "--kv_heads is for --arch llama" "$BIN/train_lm" --text "$TMP/text.txt" --kv_heads 2 --out "$TMP/run"
+expect_error "must be even" "$BIN/train_lm" "${LL[@]}" --width 18 --heads 2 --out "$TMP/run"
+expect_error "--dropout: the llama architecture has none" "$BIN/train_lm" "${LL[@]}" --dropout 0.1 --out "$TMP/run"
+expect_error "--vocab 100: a byte_bpe vocabulary holds <|endoftext|> and the 256 bytes at least" "$BIN/train_lm" "${LL[@]}" --vocab 100 --out "$TMP/run_v"
+expect_error "expected one of gpt, llama" "$BIN/train_lm" --text "$TMP/text.txt" --arch mamba --out "$TMP/run"
 # Divergence: the run stops before the optimizer step with exit code 3 and one message.
 "$BIN/train_lm" "${LM[@]}" --steps 60 --lr 1e6 --out "$TMP/lm_nan" >"$TMP/out" 2>"$TMP/err"
 rc=$?

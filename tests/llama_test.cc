@@ -346,4 +346,24 @@ TEST(Llama, AFolderWhoseConfigDoesNotMatchItsWeightsIsRefusedBeforeAllocating) {
   fs::remove_all(dir);
 }
 
+// A model trained by train_lm --arch llama with a byte_bpe tokenizer it trained
+// (tests/golden/train_lm_llama, bench/make_train_lm_golden.py): transformers' AutoModelForCausalLM
+// and AutoTokenizer loaded that folder; we give their logits, greedy tokens and token ids.
+TEST(TrainLmFolder, TransformersGivesTheSameLogitsTokensAndIds) {
+  const std::string dir = std::string(TG_TEST_DATA_DIR) + "/golden/train_lm_llama";
+  expect_golden(dir, dir);
+  auto tok = tg::text::Tokenizer::load_in(dir).value();
+  EXPECT_EQ(tok->kind(), "byte_bpe");
+  const tg::SafetensorsFile g = tg::load_safetensors(dir + "/golden.safetensors").value();
+  EXPECT_EQ(tok->encode("ROMEO:\nBut soft, what light through yonder window breaks?"), g.tensors.at("prompt").to_vector<int64_t>());
+  std::ifstream s(std::string(TG_TEST_DATA_DIR) + "/golden/tokenizers/golden.json"), i(dir + "/tokenizer_ids.json");
+  const nlohmann::json strings = nlohmann::json::parse(s)["strings"], ids = nlohmann::json::parse(i)["ids"];
+  ASSERT_EQ(strings.size(), ids.size());
+  int64_t differ = 0;
+  for (size_t k = 0; k < strings.size(); ++k)
+    if (tok->encode(strings[k].get<std::string>()) != ids[k].get<std::vector<int64_t>>() && ++differ <= 3)
+      ADD_FAILURE() << "string " << k << ": " << strings[k].dump();
+  EXPECT_EQ(differ, 0);
+}
+
 }  // namespace

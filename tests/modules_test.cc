@@ -359,6 +359,43 @@ TEST(Zoo, PaperBaseIsConstructible) {
   EXPECT_EQ(want, 56436544);  // what torch counts for the same model (bench/torch_train_step.py)
 }
 
+// Each way of giving positions: causal, cached decoding equal to the full forward, the parameters
+// it should have, and no GPT-2 form except for learned positions.
+TEST(Zoo, DecoderLMPositionsLearnedSinusoidalRotary) {
+  for (tg::Positions p : {tg::Positions::kLearned, tg::Positions::kSinusoidal, tg::Positions::kRotary}) {
+    tg::manual_seed(3);
+    tg::DecoderLM lm({.vocab = 20, .context = 16, .layer = {.d_model = 16, .heads = 2, .d_ff = 32, .dropout = 0.0,
+                                                             .activation = tg::Activation::Gelu, .norm_first = true},
+                      .layers = 2, .positions = p});
+    lm.eval();
+    bool has_pos = false;
+    for (const auto& [name, t] : lm.named_parameters()) has_pos = has_pos || name == "pos_embed.weight";
+    EXPECT_EQ(has_pos, p == tg::Positions::kLearned);
+    EXPECT_EQ(lm.rotary != nullptr, p == tg::Positions::kRotary);
+    EXPECT_EQ((*lm.layers)[1]->self_attn->rotary, lm.rotary);
+    tg::NoGradGuard ng;
+    Tensor ids = tg::randint(0, 20, {2, 12});
+    Tensor full = lm.forward(ids);
+    Tensor ids2 = ids.clone();
+    ids2.data<int64_t>()[11] = (ids2.data<int64_t>()[11] + 1) % 20;
+    EXPECT_TRUE(close(lm.forward(ids2).narrow(1, 0, 11), full.narrow(1, 0, 11), 1e-5, 1e-6));
+    // Order matters to every kind: swapping two early tokens changes the last logits.
+    Tensor swapped = ids.clone();
+    std::swap(swapped.data<int64_t>()[0], swapped.data<int64_t>()[1]);
+    if (ids.data<int64_t>()[0] != ids.data<int64_t>()[1]) {
+      EXPECT_FALSE(close(lm.forward(swapped).narrow(1, 11, 1), full.narrow(1, 11, 1), 1e-4, 1e-5));
+    }
+    tg::DecoderCache cache;
+    EXPECT_TRUE(close(lm.forward(ids.narrow(1, 0, 5), &cache), full.narrow(1, 0, 5), 1e-5, 1e-5));
+    for (int64_t t = 5; t < 12; ++t) EXPECT_TRUE(close(lm.forward(ids.narrow(1, t, 1), &cache), full.narrow(1, t, 1), 1e-5, 1e-5));
+    const tg::Status saved = lm.save_pretrained(::testing::TempDir() + "/positions_lm", true);
+    EXPECT_EQ(saved.ok(), p == tg::Positions::kLearned) << saved.message();
+    if (!saved.ok()) {
+      EXPECT_NE(saved.message().find("no GPT-2 form"), std::string::npos);
+    }
+  }
+}
+
 TEST(Zoo, DecoderLMTiedAndMaskedLM) {
   tg::manual_seed(1);
   tg::DecoderLM lm({.vocab = 20, .context = 16, .layer = {.d_model = 16, .heads = 2, .d_ff = 32, .dropout = 0.0,

@@ -849,6 +849,165 @@ Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer_json(std::string_view byte
   return parse_wordpiece(bytes, source);
 }
 
+// Byte-pair training as Hugging Face's BpeTrainer does it on a byte-level model: the texts are split
+// by GPT-2's pattern, each distinct piece counted once with its frequency; starting from the 256
+// byte tokens, the most frequent adjacent pair (ties: the smaller ids) is merged into a new token,
+// the counts of the pairs around each merged occurrence updated in place, until the vocabulary is
+// full or no pair occurs min_count times.
+Result<std::unique_ptr<Tokenizer>> train_byte_bpe(const std::vector<std::string>& texts, const TrainOptions& o) {
+  constexpr std::string_view kWhere = "byte_bpe training";
+  if (o.lowercase) return io_error("{}: lowercase is not supported (byte-level BPE keeps the text as it is)", kWhere);
+  using ojson = nlohmann::ordered_json;
+  std::vector<std::string> tokens = {"<|endoftext|>"};
+  ojson added = ojson::array();
+  auto add_token = [&](const std::string& content, bool special) {
+    added.push_back({{"id", tokens.size() - 1}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", special}});
+  };
+  add_token(tokens[0], true);
+  for (const std::string& u : o.user_symbols) {
+    std::u32string probe;
+    if (u.empty() || decode_utf8(u, probe) != std::string_view::npos || std::find(tokens.begin(), tokens.end(), u) != tokens.end())
+      return io_error("{}: user symbol '{}' is empty, not UTF-8 or given twice", kWhere, clip_for_message(u));
+    tokens.push_back(u);
+    add_token(u, false);
+  }
+  const auto first_byte = static_cast<int32_t>(tokens.size());
+  const std::array<char32_t, 256> chars = byte_chars();
+  std::unordered_map<char32_t, int32_t> char_id;
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    append_utf8(s, chars[static_cast<size_t>(b)]);
+    char_id[chars[static_cast<size_t>(b)]] = static_cast<int32_t>(tokens.size());
+    tokens.push_back(s);
+  }
+  if (o.vocab_size < static_cast<int64_t>(tokens.size()))
+    return io_error("{}: a vocabulary of {} cannot hold the 256 byte tokens and {} added token(s)", kWhere, o.vocab_size, first_byte);
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  auto to_json = [&] {
+    ojson vocab = ojson::object();
+    for (size_t id = 0; id < tokens.size(); ++id)
+      if (!vocab.contains(tokens[id])) vocab[tokens[id]] = id;
+    ojson m = ojson::array();
+    for (auto [a, b] : merges) m.push_back({tokens[static_cast<size_t>(a)], tokens[static_cast<size_t>(b)]});
+    const ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+    ojson j = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
+               {"normalizer", nullptr}, {"pre_tokenizer", byte_level}, {"post_processor", byte_level}, {"decoder", byte_level},
+               {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                          {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+                          {"vocab", vocab}, {"merges", m}}}};
+    const std::string bytes = j.dump(1, ' ', false) + "\n";
+    return ByteBpeTokenizer::parse(j, bytes, kWhere);
+  };
+
+  // The pieces, as the trained tokenizer will split text, and how often each occurs.
+  auto boot = to_json();
+  if (!boot.ok()) return boot.status();
+  const auto& splitter = dynamic_cast<const ByteBpeTokenizer&>(**boot);
+  std::unordered_map<std::string, int64_t> counts;
+  for (size_t t = 0; t < texts.size(); ++t) {
+    std::u32string cps;
+    const std::string_view text = texts[t];
+    if (const size_t bad = decode_utf8(text, cps); bad != std::string_view::npos) {
+      const auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n') + 1;
+      return io_error("{}: text {} is not valid UTF-8 (byte 0x{:02X} on its line {})", kWhere, t + 1,
+                      static_cast<unsigned char>(text[bad]), line);
+    }
+    for (std::string& piece : splitter.pre_tokenize(text)) ++counts[std::move(piece)];
+  }
+  if (counts.empty()) return io_error("{}: no text to learn from", kWhere);
+
+  // Each distinct piece as token ids (sorted, so that the same texts give the same file).
+  struct Word {
+    std::vector<int32_t> s;
+    int64_t n;
+  };
+  std::vector<std::pair<std::string, int64_t>> sorted(counts.begin(), counts.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<Word> words;
+  words.reserve(sorted.size());
+  for (const auto& [piece, n] : sorted) {
+    std::u32string cps;
+    decode_utf8(piece, cps);
+    Word w{{}, n};
+    for (char32_t c : cps) w.s.push_back(char_id.at(c));
+    words.push_back(std::move(w));
+  }
+  auto key = [](int32_t a, int32_t b) { return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b); };
+  std::unordered_map<uint64_t, int64_t> pair_count;
+  std::unordered_map<uint64_t, std::vector<int32_t>> where;  // words that held the pair (maybe no longer)
+  for (size_t w = 0; w < words.size(); ++w)
+    for (size_t i = 0; i + 1 < words[w].s.size(); ++i) {
+      const uint64_t k = key(words[w].s[i], words[w].s[i + 1]);
+      pair_count[k] += words[w].n;
+      auto& list = where[k];
+      if (list.empty() || list.back() != static_cast<int32_t>(w)) list.push_back(static_cast<int32_t>(w));
+    }
+  // Most frequent first; among equals the smaller pair. Entries go stale as counts change: a
+  // popped entry whose count is no longer the pair's is skipped (its current count was pushed).
+  using Entry = std::pair<int64_t, uint64_t>;
+  auto later = [](const Entry& x, const Entry& y) { return x.first != y.first ? x.first < y.first : x.second > y.second; };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> queue(later);
+  for (const auto& [k, n] : pair_count) queue.push({n, k});
+  std::unordered_map<std::string, int32_t> existing;
+  for (size_t id = 0; id < tokens.size(); ++id) existing.emplace(tokens[id], static_cast<int32_t>(id));
+  std::vector<int32_t> visited(words.size(), -1);
+  const int64_t min_count = std::max<int64_t>(o.min_count, 1);
+  while (static_cast<int64_t>(tokens.size()) < o.vocab_size && !queue.empty()) {
+    const auto [n, k] = queue.top();
+    queue.pop();
+    auto it = pair_count.find(k);
+    if (it == pair_count.end() || it->second != n) continue;
+    if (n < min_count) break;
+    const auto a = static_cast<int32_t>(k >> 32), b = static_cast<int32_t>(k & 0xFFFFFFFFu);
+    const std::string joined = tokens[static_cast<size_t>(a)] + tokens[static_cast<size_t>(b)];
+    auto [at, fresh] = existing.emplace(joined, static_cast<int32_t>(tokens.size()));
+    if (fresh) tokens.push_back(joined);
+    const int32_t merged = at->second, step = static_cast<int32_t>(merges.size());
+    merges.emplace_back(a, b);
+    std::unordered_map<uint64_t, int64_t> delta;
+    const std::vector<int32_t> holders = std::move(where[k]);
+    where.erase(k);
+    for (int32_t w : holders) {
+      if (visited[static_cast<size_t>(w)] == step) continue;
+      visited[static_cast<size_t>(w)] = step;
+      Word& word = words[static_cast<size_t>(w)];
+      std::vector<int32_t> next;
+      next.reserve(word.s.size());
+      bool hit = false;
+      for (size_t i = 0; i < word.s.size(); ++i) {
+        if (i + 1 < word.s.size() && word.s[i] == a && word.s[i + 1] == b) {
+          next.push_back(merged);
+          ++i;
+          hit = true;
+        } else {
+          next.push_back(word.s[i]);
+        }
+      }
+      if (!hit) continue;
+      for (size_t i = 0; i + 1 < word.s.size(); ++i) delta[key(word.s[i], word.s[i + 1])] -= word.n;
+      for (size_t i = 0; i + 1 < next.size(); ++i) {
+        const uint64_t nk = key(next[i], next[i + 1]);
+        delta[nk] += word.n;
+        if (next[i] == merged || next[i + 1] == merged) {
+          auto& list = where[nk];
+          if (list.empty() || list.back() != w) list.push_back(w);
+        }
+      }
+      word.s = std::move(next);
+    }
+    for (const auto& [dk, d] : delta) {
+      if (d == 0) continue;
+      int64_t& c = pair_count[dk];
+      c += d;
+      if (c > 0) queue.push({c, dk});
+      else pair_count.erase(dk);
+    }
+    pair_count.erase(k);
+  }
+  return to_json();
+}
+
 std::vector<std::string> byte_bpe_pre_tokenize(const Tokenizer& t, std::string_view text) {
   const auto* b = dynamic_cast<const ByteBpeTokenizer*>(&t);
   TG_CHECK(b != nullptr, "byte_bpe_pre_tokenize", "the tokenizer is {}, not byte_bpe", t.kind());

@@ -201,6 +201,7 @@ Status Tokenizer::check_kind(std::string_view kind) {
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::train(std::string_view kind, const std::vector<std::string>& sentences,
                                                     const TrainOptions& options) {
+  if (kind == "byte_bpe") return internal::train_byte_bpe(sentences, options);
   TG_RETURN_IF_ERROR(check_kind(kind));
   return is_subword(kind) ? internal::train_sentencepiece(kind, sentences, options)
                           : internal::train_vocab_tokenizer(kind, sentences, options);

@@ -4,7 +4,8 @@
 //   "word"     words and punctuation (text/split.h), detokenized on decode
 //   "bpe"      SentencePiece byte-pair encoding  } trained on the training text
 //   "unigram"  SentencePiece unigram LM          }
-//   "byte_bpe" BPE read from a Hugging Face tokenizer.json (not trained here): byte-level (GPT-2,
+//   "byte_bpe" BPE read from a Hugging Face tokenizer.json, or trained here in GPT-2's form (see
+//              train()): byte-level (GPT-2,
 //              Llama 3, Qwen2 with NFC, SmolLM: GPT-2's or Llama 3's / Qwen2's split pattern) or
 //              SentencePiece-style (Llama 2, TinyLlama, Mistral: "▁" for spaces, byte fallback);
 //              added tokens, merges by rank, a BOS from the post-processor; the ids of `tokenizers`.
@@ -113,8 +114,11 @@ class Tokenizer {
   std::string fingerprint() const;             // tg::fingerprint of serialize(): 16 hex digits
 
   // ---- making one ----
-  // kind: "word", "char", "bpe" or "unigram". Refuses an unknown kind, no text, or a vocabulary
-  // SentencePiece cannot fill.
+  // kind: "word", "char", "bpe" or "unigram"; or "byte_bpe": GPT-2's byte-level BPE (its split
+  // pattern, <|endoftext|> at id 0, user_symbols as added tokens, the 256 bytes, then at most
+  // vocab_size tokens in all, merging no pair seen fewer than min_count times), saved as a
+  // tokenizer.json that Hugging Face's tokenizers loads. Refuses an unknown kind, no text, or a
+  // vocabulary SentencePiece cannot fill.
   static Result<std::unique_ptr<Tokenizer>> train(std::string_view kind, const std::vector<std::string>& sentences,
                                                    const TrainOptions& options = {});
   // A file written by save(), of any kind: word and char files start with a line

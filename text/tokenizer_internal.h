@@ -29,6 +29,10 @@ Result<std::unique_ptr<Tokenizer>> parse_wordpiece(std::string_view bytes, std::
 // Byte-level BPE from a Hugging Face tokenizer.json (text/byte_bpe_tokenizer.cc).
 // A Hugging Face tokenizer.json of either kind: a "BPE" model is read here, others by parse_wordpiece.
 Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer_json(std::string_view bytes, std::string_view source);
+// A byte-level BPE in GPT-2's form (ByteLevel pre-tokenizer and decoder, <|endoftext|> at id 0, the
+// user symbols as added tokens, the 256 byte tokens, then the merges) learned from `texts`: at most
+// options.vocab_size tokens; pairs seen fewer than options.min_count times are not merged.
+Result<std::unique_ptr<Tokenizer>> train_byte_bpe(const std::vector<std::string>& texts, const TrainOptions& options);
 // Its pre-tokenizer's pieces, in byte-level characters, ignoring added tokens (for the tests'
 // comparison with tokenizers' pre_tokenize_str).
 std::vector<std::string> byte_bpe_pre_tokenize(const Tokenizer& t, std::string_view text);
