@@ -1,5 +1,5 @@
 #pragma once
-// What the seven experiments of explain_attention share: the flags, the data (both translation
+// What the eight experiments of explain_attention share: the flags, the data (both translation
 // directions), the small translators and their training through tg::train::Trainer, the seeds
 // every comparison is repeated over and the statistics of a number measured once per seed, the
 // program's metrics log and summary, and what an earlier experiment leaves for a later one.
@@ -140,5 +140,6 @@ std::string exp4_minilm(Context& ctx, tg::report::Html& html);
 void exp5_one_hot(Context& ctx, tg::report::Html& html);
 void exp6_pretrained(Context& ctx, tg::report::Html& html);
 void exp7_heads(Context& ctx, tg::report::Html& html);
+void exp8_positions(Context& ctx, tg::report::Html& html);
 
 }  // namespace explain

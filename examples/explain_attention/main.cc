@@ -13,6 +13,8 @@
 //   5. An embedding lookup is a one-hot vector times the table: same output, same gradient.  exp5_one_hot.cc
 //   6. Frozen pretrained word2vec vectors as the transformer's input embeddings vs learned ones.  exp6_pretrained.cc
 //   7. Heads start different because they are initialised at random, and learn different patterns.  exp7_heads.cc
+//   8. Attention is blind to order: learned, sinusoidal and rotary positions in the same small language
+//      model of the English side, trained on 32-word windows, read on windows 4 times as long.  exp8_positions.cc
 //
 // Every comparison runs --seeds times (3) and reports mean ± spread; a difference is called an
 // effect only when the seeds do not overlap. Experiments 2, 3 and 7 reuse experiment 1's models,
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
     explain::exp5_one_hot(ctx, html);
     explain::exp6_pretrained(ctx, html);
     explain::exp7_heads(ctx, html);
+    explain::exp8_positions(ctx, html);
     html.answers(ctx.answers, answers_at);  // written last, read first
     html.write(o.out + "/report.html").or_throw();
     explain::write_summary(ctx);
