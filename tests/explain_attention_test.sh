@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 S="$TMP/ex/summary.json"
 [[ -s "$S" ]] || fail "no summary.json"
 grep -q '<dl class="answers">' "$TMP/ex/report.html" || fail "report.html does not open with the answers"
-for e in exp1 exp2 exp3 exp4 exp5 exp6 exp7; do grep -q "\"$e\": \[" "$S" || fail "summary.json lacks $e"; done
+for e in exp1 exp2 exp3 exp4 exp5 exp6 exp7 exp8; do grep -q "\"$e\": \[" "$S" || fail "summary.json lacks $e"; done
 
 # mean VARIANT METRIC: the mean of that record in summary.json (written by nlohmann::json, 2-space indent).
 mean() {
