@@ -27,22 +27,12 @@ import torch
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from make_decoder_golden import MARGIN, NEW, greedy_with_margin  # the same 64 steps and near-tie rule
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 OUT = os.path.join(ROOT, "tests", "golden", "train_lm_llama")
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
-NEW, MARGIN = 64, 1e-3
 FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
-
-
-def greedy_with_margin(model, prompt):
-    ids, smallest = prompt.clone(), float("inf")
-    for _ in range(NEW):
-        with torch.no_grad():
-            last = model(ids).logits[0, -1]
-        top = torch.topk(last, 2).values
-        smallest = min(smallest, float(top[0] - top[1]))
-        ids = torch.cat([ids, last.argmax().view(1, 1)], dim=1)
-    return ids[0, prompt.shape[1]:], smallest
 
 
 def main():
