@@ -163,12 +163,10 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
-std::string shakespeare_sample() {
-  std::ifstream in(dir() + "/../../../../shared/data/tinyshakespeare.txt");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.empty())  // outside the workplace: a text of our own
-    for (int i = 0; i < 400; ++i) text += fmt::format("To be, or not to be, that is the question {}:\nWhether 'tis nobler\n", i);
-  return text.substr(0, 200000);
+// English prose with code in it: the repository's README.
+std::string readme() {
+  std::ifstream in(std::string(TG_TEST_DATA_DIR) + "/../README.md");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 TEST(ByteBpeTraining, MergesTheMostFrequentPairFirstTiesToTheSmallerIds) {
@@ -186,7 +184,8 @@ TEST(ByteBpeTraining, MergesTheMostFrequentPairFirstTiesToTheSmallerIds) {
 }
 
 TEST(ByteBpeTraining, LearnsWordsRoundTripsAndIsDeterministic) {
-  const std::string text = shakespeare_sample();
+  const std::string text = readme();
+  ASSERT_GT(text.size(), 20000u);
   auto tok = Tokenizer::train("byte_bpe", {text}, {.vocab_size = 1000}).value();
   EXPECT_EQ(tok->size(), 1000);
   EXPECT_EQ(tok->encode(" the").size(), 1u);  // a frequent word is one token
