@@ -189,6 +189,10 @@ TEST(ByteBpeTraining, LearnsWordsRoundTripsAndIsDeterministic) {
   auto tok = Tokenizer::train("byte_bpe", {text}, {.vocab_size = 1000}).value();
   EXPECT_EQ(tok->size(), 1000);
   EXPECT_EQ(tok->encode(" the").size(), 1u);  // a frequent word is one token
+  EXPECT_EQ(tok->label(tok->encode(" the")[0]), " the");  // plots show the text, not "Ġthe"
+  EXPECT_EQ(tok->label(tok->encode("\n")[0]), "\\n");
+  EXPECT_EQ(tok->label(0), "<|endoftext|>");
+  EXPECT_EQ(tok->label(tok->encode("\xC3\xA9")[0]), tok->token(tok->encode("\xC3\xA9")[0]));  // é alone: its bytes' token if split
   EXPECT_LT(tok->encode(text).size(), text.size() / 2);
   const std::string odd = "Naïve café — 東京 🙂\n\n  tabs\there\r\n";
   EXPECT_EQ(tok->decode(tok->encode(odd)), odd);  // bytes never seen in training still round-trip

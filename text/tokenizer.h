@@ -107,7 +107,8 @@ class Tokenizer {
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, const EncodeOptions& options = {}) const;
   std::vector<Encoding> encode_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
                                      const EncodeOptions& options = {}) const;
-  // token(id) made readable in a plot: "\n" as \n, a tab as \t, a lone space as ␣.
+  // token(id) made readable in a plot: "\n" as \n, a tab as \t, a lone space as ␣; byte_bpe tokens
+  // as the text they decode to (" the", not "Ġthe").
   std::string label(int64_t id) const;
 
   Status save(const std::string& path) const;  // atomically
