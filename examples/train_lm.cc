@@ -66,7 +66,6 @@ std::unique_ptr<tg::CausalLM> new_model(const Options& o, const tg::text::Tokeni
     c.bos_id = bos, c.eos_id = eos;
     return std::make_unique<tg::DecoderLM>(c);
   }
-  TG_CHECK(o.dropout == 0, "train_lm", "--dropout {}: the llama architecture has no dropout (0 only)", o.dropout);
   return std::make_unique<tg::LlamaForCausalLM>(tg::LlamaConfig{
       .vocab = tok.size(), .hidden = o.width, .intermediate = ffn_width(o), .layers = o.layers, .heads = o.heads,
       .kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads, .max_positions = o.context, .rms_eps = 1e-5,

@@ -285,6 +285,12 @@ class ByteBpeTokenizer : public Tokenizer {
   }
   int64_t size() const override { return static_cast<int64_t>(tokens_.size()); }
   std::string serialize() const override { return bytes_; }
+  // The text a token decodes to, unless that is nothing (a special token) or part of a character
+  // (decoded as U+FFFD): then the token itself.
+  std::string readable_token(int64_t id) const override {
+    const std::string text = decode({id});
+    return text.empty() || text.find("\xEF\xBF\xBD") != std::string::npos ? token(id) : text;
+  }
   int64_t pad_id() const override { return pad_; }
   int64_t bos_id() const override { return bos_; }
   int64_t eos_id() const override { return -1; }  // generation stops at the model's eos (config.json)

@@ -127,13 +127,7 @@ std::vector<Encoding> Tokenizer::pad_batch(std::vector<Encoding> batch, const En
 }
 
 std::string Tokenizer::label(int64_t id) const {
-  std::string t = token(id);
-  // Byte-level tokens are spelled in GPT-2's stand-in characters ("Ġthe"): show the text they decode
-  // to (" the"), unless that is nothing (a special token) or part of a character (decoded as U+FFFD).
-  if (kind() == "byte_bpe") {
-    const std::string text = decode({id});
-    if (!text.empty() && text.find("\xEF\xBF\xBD") == std::string::npos) t = text;
-  }
+  const std::string t = readable_token(id);
   if (t == " ") return "\xE2\x90\xA3";  // ␣
   std::string out;
   for (char c : t) out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : std::string(1, c);

@@ -107,8 +107,7 @@ class Tokenizer {
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, const EncodeOptions& options = {}) const;
   std::vector<Encoding> encode_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
                                      const EncodeOptions& options = {}) const;
-  // token(id) made readable in a plot: "\n" as \n, a tab as \t, a lone space as ␣; byte_bpe tokens
-  // as the text they decode to (" the", not "Ġthe").
+  // readable_token(id) made readable in a plot: "\n" as \n, a tab as \t, a lone space as ␣.
   std::string label(int64_t id) const;
 
   Status save(const std::string& path) const;  // atomically
@@ -143,6 +142,11 @@ class Tokenizer {
   static Status check_kind(std::string_view kind);
 
   static constexpr int64_t kMaxFileBytes = int64_t{512} << 20;  // load() and parse() refuse larger files
+
+ protected:
+  // The token as a reader should see it: token(id), unless its spelling is an encoding of the text
+  // (byte_bpe: " the", not "Ġthe").
+  virtual std::string readable_token(int64_t id) const { return token(id); }
 
  private:
   Encoding assemble(std::vector<int64_t> a, std::optional<std::vector<int64_t>> b, const EncodeOptions& o) const;

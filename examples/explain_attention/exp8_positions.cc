@@ -166,9 +166,6 @@ double mean_over(const std::vector<double>& v, int64_t from, int64_t to) {
   return s / static_cast<double>(to - from);
 }
 
-}  // namespace
-
-namespace {
 struct Result {
   Stat valid, near, far, beyond, nearest;
   std::vector<double> loss_at, last_query;  // means over seeds
