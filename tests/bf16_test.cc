@@ -379,6 +379,27 @@ TEST(BFloat16Gemm, ResultsDoNotDependOnTheThreadCount) {
   tg::set_num_threads(saved);
 }
 
+
+// On the ISA paths a row's product has the same bits whether it is multiplied alone (a decoding
+// step: the kernels then skip the packed block's zero rows) or among 2, 3, ... 9 rows (the
+// prompt). (The portable path is float32 GEMM, whose matrix-vector products sum in another order.)
+TEST(BFloat16Gemm, ARowsResultDoesNotDependOnHowManyRowsAreMultiplied) {
+  const int64_t N = 70, K = 300, rows = 9;
+  const std::vector<float> A = random_floats(rows * K, 7), B = random_floats(N * K, 8);
+  if (paths_here().size() == 1) GTEST_SKIP() << "only the portable path on this CPU";
+  for (k::CpuPath p : paths_here()) {
+    if (p == k::CpuPath::kPortable) continue;
+    std::vector<float> all(rows * N);
+    k::gemm_bf16(rows, N, K, {A.data(), false, K, false}, {B.data(), false, K, true}, all.data(), N, false, p);
+    for (int64_t M = 1; M < rows; ++M)
+      for (int64_t i0 = 0; i0 + M <= rows; i0 += M) {
+        std::vector<float> part(M * N);
+        k::gemm_bf16(M, N, K, {A.data() + i0 * K, false, K, false}, {B.data(), false, K, true}, part.data(), N, false, p);
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_EQ(part[i], all[i0 * N + i]) << k::cpu_path_name(p) << ": " << M << " rows from row " << i0;
+      }
+  }
+}
 TEST(BFloat16Gemm, MatmulOfBFloat16TensorsOnEveryPath) {
   PathScope restore;
   tg::manual_seed(9);

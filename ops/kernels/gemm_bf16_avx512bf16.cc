@@ -12,13 +12,15 @@
 
 namespace tg::kernels {
 
-// C[rows, cols] (+)= 8 packed rows of A (row stride Kp) times one 32-column VNNI-2 panel of B.
+// C[rows, cols] (+)= R packed rows of A (row stride Kp) times one 32-column VNNI-2 panel of B.
 // Per k pair: two B vectors (16 columns x 2 k each), and for each row its (A[r][2p], A[r][2p+1])
-// pair broadcast to all lanes: 16 vdpbf16ps, each 32 multiply-adds. Rows past `rows` are the
-// packed block's zero padding; columns past `cols` are the panel's.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void tile_avx512bf16(
+// pair broadcast to all lanes: 2R vdpbf16ps, each 32 multiply-adds. Columns past `cols` are the
+// panel's zero padding. Each row's sums run over the pairs in order whatever R is, so a row gets
+// the same bits in a 1-row product (a decoding step) as in an 8-row one.
+namespace {
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void rows_avx512bf16(
     const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
-  constexpr int R = static_cast<int>(kAvx512Bf16Rows);
   __m512 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -50,6 +52,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void tile_avx512
     _mm512_mask_storeu_ps(c, m0, v0);
     _mm512_mask_storeu_ps(c + 16, m1, v1);
   }
+}
+}  // namespace
+
+// Up to kAvx512Bf16Rows (8) rows: only the rows that are real are multiplied (the packed block's
+// zero padding is not), so a 1-row product (a decoding step, memory-bound) does 2, not 16,
+// vdpbf16ps per k pair.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void tile_avx512bf16(
+    const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+  static_assert(kAvx512Bf16Rows == 8);
+  if (rows <= 1) return rows_avx512bf16<1>(a, b, Kp, C, ldc, rows, cols, accumulate);
+  if (rows <= 2) return rows_avx512bf16<2>(a, b, Kp, C, ldc, rows, cols, accumulate);
+  if (rows <= 4) return rows_avx512bf16<4>(a, b, Kp, C, ldc, rows, cols, accumulate);
+  rows_avx512bf16<8>(a, b, Kp, C, ldc, rows, cols, accumulate);
 }
 
 // Packing A (bf16.h's pack_a_bf16 calls this when the CPU has AVX-512 F/BW/VL): float32 rounded
