@@ -1,6 +1,8 @@
 #include "models/attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "graph/node.h"
@@ -11,42 +13,45 @@ namespace tg {
 namespace {
 
 // key_padding [B, S] -> [B, 1, 1, S], broadcast over heads and queries.
-Tensor padding_as_4d(const Tensor& key_padding, const Tensor& q, const Tensor& k) {
+Tensor padding_as_4d(const Tensor& key_padding, const Tensor& q, int64_t S) {
   TG_CHECK(key_padding.dtype() == kBool && key_padding.dim() == 2, "scaled_dot_product_attention",
            "key_padding must be a bool [B, S] tensor, got {} {}", key_padding.dtype(), key_padding.shape());
   TG_CHECK(q.dim() == 4, "scaled_dot_product_attention",
            "key_padding needs 4-D [B, heads, T, d] inputs, got q of shape {}", q.shape());
-  TG_CHECK(key_padding.size(0) == q.size(0) && key_padding.size(1) == k.size(-2), "scaled_dot_product_attention",
-           "key_padding has shape {}, expected [{}, {}] (batch, keys)", key_padding.shape(), q.size(0), k.size(-2));
+  TG_CHECK(key_padding.size(0) == q.size(0) && key_padding.size(1) == S, "scaled_dot_product_attention",
+           "key_padding has shape {}, expected [{}, {}] (batch, keys)", key_padding.shape(), q.size(0), S);
   return key_padding.reshape({key_padding.size(0), 1, 1, key_padding.size(1)});
 }
 
 // One bool mask (true = hidden) from the padding and explicit masks; undefined when neither.
-Tensor combined_mask(const AttentionMask& m, const Tensor& q, const Tensor& k) {
+Tensor combined_mask(const AttentionMask& m, const Tensor& q, int64_t S) {
   Tensor out = m.mask;
   if (out.defined())
     TG_CHECK(out.dtype() == kBool, "scaled_dot_product_attention", "mask must be bool (true = hidden), got {}",
              out.dtype());
   if (m.key_padding.defined()) {
-    Tensor pad = padding_as_4d(m.key_padding, q, k);
+    Tensor pad = padding_as_4d(m.key_padding, q, S);
     out = out.defined() ? logical_or(out, pad) : pad;
   }
   return out;
 }
 
-}  // namespace
-
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionMask& m, bool need_weights, double dropout_p,
-                                             double scale) {
-  TG_CHECK(q.defined() && k.defined() && v.defined() && q.dim() >= 2, "scaled_dot_product_attention",
+// scaled_dot_product_attention over the first kv_length keys and values (0: all of them): the
+// filled part of a KVCache with room past it, read in place by the fused kernel.
+AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& m, bool need_weights,
+                       double dropout_p, double scale, int64_t kv_length) {
+  TG_CHECK(q.defined() && k.defined() && v.defined() && q.dim() >= 2 && k.dim() >= 2, "scaled_dot_product_attention",
            "expects q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]");
   const double s = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  Tensor mask = combined_mask(m, q, k);
+  Tensor mask = combined_mask(m, q, kv_length > 0 ? kv_length : k.size(-2));
   TG_CHECK(m.causal_offset >= 0, "scaled_dot_product_attention", "causal_offset must be >= 0, got {}", m.causal_offset);
   if (!need_weights && dropout_p == 0)  // fused: the T x S weights are never stored
-    return {flash_attention(q, k, v, {.causal = m.causal, .causal_offset = m.causal_offset, .mask = mask, .scale = s}),
+    return {flash_attention(q, k, v,
+                            {.causal = m.causal, .causal_offset = m.causal_offset, .mask = mask, .scale = s,
+                             .kv_length = kv_length}),
             Tensor()};
+  if (kv_length > 0 && kv_length < k.size(-2))
+    return attend(q, narrow(k, -2, 0, kv_length), narrow(v, -2, 0, kv_length), m, need_weights, dropout_p, scale, 0);
 
   // The same from generic ops, as written in the paper; grouped-query keys and values repeated.
   if (q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim() && k.size(-3) != q.size(-3)) {
@@ -77,6 +82,14 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   return {matmul(w, v), weights};
 }
 
+}  // namespace
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMask& m, bool need_weights, double dropout_p,
+                                             double scale) {
+  return attend(q, k, v, m, need_weights, dropout_p, scale, 0);
+}
+
 MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, double p, bool bias)
     : MultiHeadAttention(AttentionConfig{.d_model = d, .heads = h, .qkv_bias = bias, .out_bias = bias, .attn_dropout = p}) {}
 
@@ -101,10 +114,87 @@ MultiHeadAttention::MultiHeadAttention(const AttentionConfig& c)
   }
 }
 
+Tensor KVCache::keys() const { return k.defined() && k.size(2) > len ? narrow(k, 2, 0, len) : k; }
+Tensor KVCache::values() const { return v.defined() && v.size(2) > len ? narrow(v, 2, 0, len) : v; }
+
+namespace {
+// Positions [0, n) of every (batch, head) row of src [B, H, *, d] into dst [B, H, *, d] from position `at`.
+void copy_positions(const Tensor& src, int64_t n, const Tensor& dst, int64_t at) {
+  const int64_t rows = src.size(0) * src.size(1), d = src.size(3), es = static_cast<int64_t>(dtype_size(src.dtype()));
+  const auto* s = static_cast<const unsigned char*>(src.raw_data());
+  auto* o = static_cast<unsigned char*>(dst.raw_data());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(o + ((r * dst.size(2) + at) * d) * es, s + r * src.size(2) * d * es,
+                static_cast<size_t>(n * d * es));
+  dst.impl().storage->bump_version();
+}
+
+bool only_holder(const Tensor& t) { return t.impl_ptr().use_count() == 1 && t.impl().storage.use_count() == 1; }
+}  // namespace
+
+void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
+  TG_CHECK(new_k.dim() == 4 && new_v.dim() == 4 && new_k.size(0) == new_v.size(0) && new_k.size(1) == new_v.size(1) &&
+               new_k.size(2) == new_v.size(2) && new_k.dtype() == new_v.dtype(),
+           "KVCache", "expects keys and values [B, heads, T, d], got {} and {}", new_k.shape(), new_v.shape());
+  if (k.defined())
+    TG_CHECK(k.size(0) == new_k.size(0) && k.size(1) == new_k.size(1) && k.size(3) == new_k.size(3) &&
+                 v.size(3) == new_v.size(3) && k.dtype() == new_k.dtype(),
+             "KVCache", "holds keys {} and values {} ({}), cannot append {} and {} ({})", k.shape(), v.shape(), k.dtype(),
+             new_k.shape(), new_v.shape(), new_k.dtype());
+  const int64_t T = new_k.size(2);
+  const bool differentiable = grad_enabled() && (new_k.requires_grad() || new_v.requires_grad() ||
+                                                 (k.defined() && (k.requires_grad() || v.requires_grad())));
+  if (differentiable) {
+    k = len > 0 ? concat({keys(), new_k}, 2) : new_k;
+    v = len > 0 ? concat({values(), new_v}, 2) : new_v;
+    len += T;
+    return;
+  }
+  // In place: into the room past len when this cache alone holds its buffers, else into new
+  // buffers with room for as many positions again (a copy of a cache shares its buffers until one
+  // of them appends: then it gets its own).
+  if (!k.defined() || k.size(2) < len + T || !only_holder(k) || !only_holder(v)) {
+    const int64_t capacity = std::max({len + T, 2 * len, int64_t{64}});
+    auto room = [&](const Tensor& old, const Tensor& like) {
+      Tensor t = Tensor::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.dtype());
+      if (len > 0) copy_positions(old, len, t, 0);
+      return t;
+    };
+    Tensor nk = room(k, new_k), nv = room(v, new_v);
+    k = nk;
+    v = nv;
+  }
+  copy_positions(new_k, T, k, len);
+  copy_positions(new_v, T, v, len);
+  len += T;
+}
+
 void KVCache::reorder(const Tensor& rows) {
   if (!k.defined()) return;
-  k = index_select(k, 0, rows);
-  v = index_select(v, 0, rows);
+  if (k.size(2) == len || (grad_enabled() && (k.requires_grad() || v.requires_grad()))) {
+    k = index_select(keys(), 0, rows);
+    v = index_select(values(), 0, rows);
+    return;
+  }
+  // Room past len: new buffers of the same capacity, each kept row's positions copied.
+  TG_CHECK(rows.defined() && rows.dtype() == kInt64 && rows.dim() == 1, "KVCache::reorder",
+           "rows must be an int64 [B'] tensor, got {}", rows.defined() ? rows.shape() : Shape{});
+  const int64_t B = k.size(0), n = rows.size(0);
+  const int64_t* r = rows.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    TG_CHECK(r[i] >= 0 && r[i] < B, "KVCache::reorder", "row {} is {}, but the cache holds {} sequences", i, r[i], B);
+  auto pick = [&](const Tensor& t) {
+    const int64_t H = t.size(1), cap = t.size(2), d = t.size(3), es = static_cast<int64_t>(dtype_size(t.dtype()));
+    Tensor out = Tensor::empty({n, H, cap, d}, t.dtype());
+    const auto* s = static_cast<const unsigned char*>(t.raw_data());
+    auto* o = static_cast<unsigned char*>(out.raw_data());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(o + (i * H + h) * cap * d * es, s + (r[i] * H + h) * cap * d * es, static_cast<size_t>(len * d * es));
+    return out;
+  };
+  k = pick(k);
+  v = pick(v);
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, const AttentionMask& mask, KVCache* cache) {
@@ -148,20 +238,18 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
     if (rotary) k = rotary->forward(k, start);
     if (cache && !cache->fixed) {  // self-attention: the new keys follow the cached ones
       m.causal_offset += cache->length();
-      if (cache->k.defined()) {
-        k = concat({cache->k, k}, 2);
-        v = concat({cache->v, v}, 2);
-      }
-    }
-    if (cache) {
-      cache->k = k.contiguous();
-      cache->v = v.contiguous();
+      cache->append(k, v);
       k = cache->k;
       v = cache->v;
+    } else if (cache) {  // cross-attention: projected once
+      cache->k = k;
+      cache->v = v;
+      cache->len = S;
     }
   }
+  const int64_t kv_length = cache ? cache->length() : 0;
   double p = is_training() ? attn_dropout : 0.0;
-  AttentionResult heads = scaled_dot_product_attention(q, k, v, m, need_weights, p, scale);
+  AttentionResult heads = attend(q, k, v, m, need_weights, p, scale, kv_length);
   Tensor concat = heads.output.permute({0, 2, 1, 3}).reshape({B, T, num_heads * d_k});  // Concat(head_1..head_h)
   if (record_weights && heads.weights.defined()) last_weights = heads.weights.detach();
   return {w_o->forward(concat), heads.weights};                                 // ... W_O

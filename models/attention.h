@@ -26,14 +26,28 @@ struct AttentionMask {
 // Keys and values kept between calls for incremental decoding, one per attention module: each
 // call then feeds only the new positions. Self-attention appends their keys and values;
 // cross-attention (fixed) projects the encoder output once and reuses it.
+//
+// k and v have room past length() positions: when no gradient flows through the cache (decoding
+// under NoGradGuard), a step writes its keys and values in place after the cached ones and the
+// room doubles when full, so a step copies only its own positions, never the whole cache. When a
+// gradient does flow, the cache is joined with the new keys by concat (differentiable), and
+// k and v hold exactly length() positions.
 struct KVCache {
-  Tensor k = {}, v = {};  // [B, heads, S, d_k]; undefined until the first call
-  bool fixed = false;  // true: computed once from x_kv, then reused (x_kv is not read again)
-  int64_t length() const { return k.defined() ? k.size(2) : 0; }
+  Tensor k = {}, v = {};  // [B, heads, capacity, d_k]; undefined until the first call
+  bool fixed = false;     // true: computed once from x_kv, then reused (x_kv is not read again)
+  int64_t length() const { return len; }
+  Tensor keys() const;    // [B, heads, length(), d_k] (a copy when there is room past length())
+  Tensor values() const;
+  // Appends new keys and values [B, heads, T, d_k] (after length()).
+  void append(const Tensor& new_k, const Tensor& new_v);
   // Keeps batch rows `rows` (int64 [B']), in that order, repeating or dropping rows: beam search
   // follows each surviving hypothesis's parent.
   void reorder(const Tensor& rows);
-  void clear() { k = v = Tensor(); }
+  void clear() {
+    k = v = Tensor();
+    len = 0;
+  }
+  int64_t len = 0;  // positions held (the first len of k's and v's dim 2)
 };
 
 // softmax(q kᵀ · scale + mask) v over q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]

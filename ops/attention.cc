@@ -20,6 +20,7 @@ namespace {
 struct Dims {
   Shape lead;  // leading (batch) dims of q
   int64_t n = 1, T = 0, S = 0, d = 0, dv = 0;
+  int64_t rows = 0;   // k's and v's rows per head (S, or more when kv_length leaves some unread)
   int64_t group = 1;  // query heads per key/value head (grouped-query attention): q index n reads k, v index n / group
 };
 
@@ -52,11 +53,15 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
   dm.d = q.size(-1);
   dm.S = kk.size(-2);
   dm.dv = v.size(-1);
+  dm.rows = dm.S;
   TG_CHECK(kk.size(-1) == dm.d, op, "q has head size {} but k has {} (shapes {} and {})", dm.d, kk.size(-1), q.shape(),
            kk.shape());
   TG_CHECK(v.size(-2) == dm.S, op, "k has {} keys but v has {} values (shapes {} and {})", dm.S, v.size(-2), kk.shape(),
            v.shape());
   TG_CHECK(dm.d > 0, op, "head size must be positive (q shape {})", q.shape());
+  TG_CHECK(o.kv_length >= 0 && o.kv_length <= dm.S, op, "kv_length must be in [0, {}] (k's keys), got {}", dm.S,
+           o.kv_length);
+  if (o.kv_length > 0) dm.S = o.kv_length;
   TG_CHECK(o.causal_offset >= 0, op, "causal_offset must be >= 0, got {}", o.causal_offset);
   if (o.mask.defined()) {
     TG_CHECK(o.mask.dtype() == kBool, op, "mask must be bool (true = hidden), got {} of shape {}", o.mask.dtype(),
@@ -127,7 +132,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
       for (int64_t n = n0; n < n1; ++n) {
         k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
         const int64_t kv = n / dm.group;
-        k::attention_forward<T>(pq + n * dm.T * dm.d, pk + kv * dm.S * dm.d, pv + kv * dm.S * dm.dv, po + n * dm.T * dm.dv,
+        k::attention_forward<T>(pq + n * dm.T * dm.d, pk + kv * dm.rows * dm.d, pv + kv * dm.rows * dm.dv, po + n * dm.T * dm.dv,
                                 pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w);
       }
     });
@@ -138,8 +143,10 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
              "(create_graph); use attention_unfused for higher-order gradients");
     Tensor o = node.output();
     Tensor g = to(g0, q.dtype());
-    Tensor gq = Tensor::empty(q.shape(), q.dtype()), gk = Tensor::empty(kk.shape(), q.dtype()),
-           gv = Tensor::empty(v.shape(), q.dtype());
+    Tensor gq = Tensor::empty(q.shape(), q.dtype());
+    // Rows past kv_length were not read: their gradient is zero.
+    Tensor gk = dm.rows > dm.S ? zeros(kk.shape(), q.dtype()) : Tensor::empty(kk.shape(), q.dtype()),
+           gv = dm.rows > dm.S ? zeros(v.shape(), q.dtype()) : Tensor::empty(v.shape(), q.dtype());
     const bool* mask2 = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
     dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
       using T = decltype(tag);
@@ -149,7 +156,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
         k::AttnScratch<T> w;
         std::vector<T> drow;
         for (int64_t kv = m0; kv < m1; ++kv) {
-          const int64_t ko = kv * dm.S * dm.d, vo = kv * dm.S * dm.dv;
+          const int64_t ko = kv * dm.rows * dm.d, vo = kv * dm.rows * dm.dv;
           for (int64_t n = kv * dm.group; n < (kv + 1) * dm.group; ++n) {
             k::AttnMask m{opts.causal, mask2 ? mask2 + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
             const int64_t qo = n * dm.T * dm.d, oo = n * dm.T * dm.dv;
@@ -167,6 +174,11 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
 
 AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("attention_unfused", q, kk, v, opts);
+  if (dm.rows > dm.S) {
+    AttentionOptions all = opts;
+    all.kv_length = 0;
+    return attention_unfused(q, narrow(kk, -2, 0, dm.S), narrow(v, -2, 0, dm.S), all);
+  }
   if (dm.group > 1) return attention_unfused(q, repeat_kv(kk, dm.group), repeat_kv(v, dm.group), opts);
   Tensor scores = mul(matmul(q, kk, false, true), scale_of(opts, dm.d));  // q kᵀ / √d
   const double ninf = -std::numeric_limits<double>::infinity();

@@ -11,6 +11,8 @@ struct AttentionOptions {
                               // T new queries after `causal_offset` cached keys
   Tensor mask = {};     // optional bool, broadcastable to [..., T, S]; true = hidden (e.g. padding)
   double scale = 0;     // 0: 1 / sqrt(d)
+  int64_t kv_length = 0;  // > 0: only the first kv_length keys and values (dim -2) are read, the
+                          // filled part of a preallocated cache; masks then cover [..., T, kv_length]
 };
 
 // Fused (flash-attention) form: q [..., T, d], k [..., S, d], v [..., S, dv] with the same leading

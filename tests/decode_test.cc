@@ -38,6 +38,108 @@ TEST(CausalOffset, FusedMatchesUnfusedAndGradchecks) {
   EXPECT_TRUE(throws_with([] { tg::causal_mask(2, 3, -2); }, {"causal_mask", "-2"}));
 }
 
+// kv_length: the kernels read only the first kv_length keys and values (a cache with room past
+// its filled part), in both directions; the rows past it get a zero gradient.
+TEST(CausalOffset, KvLengthReadsOnlyTheFilledKeys) {
+  tg::manual_seed(23);
+  for (auto [T, S, rows, off] : std::vector<std::array<int64_t, 4>>{{1, 5, 9, 4}, {3, 7, 64, 4}, {2, 70, 140, 68}}) {
+    Tensor q = leaf({2, 2, T, 8}), k = leaf({2, 1, rows, 8}), v = leaf({2, 1, rows, 5});  // grouped-query, 2 on 1
+    Tensor kn = k.narrow(2, 0, S), vn = v.narrow(2, 0, S);
+    Tensor want = tg::flash_attention(q, kn, vn, {.causal = true, .causal_offset = off});
+    Tensor got = tg::flash_attention(q, k, v, {.causal = true, .causal_offset = off, .kv_length = S});
+    EXPECT_TRUE(close(got, want, 0, 0)) << T << " " << S << " " << rows;
+    Tensor unfused = tg::attention_unfused(q, k, v, {.causal = true, .causal_offset = off, .kv_length = S}).output;
+    EXPECT_TRUE(close(unfused, want, 1e-10, 1e-12));
+    Tensor g = tg::randn(want.shape(), tg::kFloat64);
+    auto gw = tg::grad({want}, {q, k, v}, {g}), gg = tg::grad({got}, {q, k, v}, {g});
+    EXPECT_TRUE(close(gg[0], gw[0], 0, 0));
+    for (int i = 1; i < 3; ++i) {
+      EXPECT_TRUE(close(gg[i].narrow(2, 0, S), gw[i].narrow(2, 0, S), 0, 0)) << "gradient " << i;
+      EXPECT_EQ(tg::sum(tg::abs(gg[i].narrow(2, S, rows - S))).item(), 0.0) << "gradient " << i << " past kv_length";
+    }
+  }
+  EXPECT_TRUE(gradcheck_ok([](const std::vector<Tensor>& in) {
+    return tg::flash_attention(in[0], in[1], in[2], {.causal = true, .causal_offset = 2, .kv_length = 4});
+  }, {leaf({1, 2, 4}), leaf({1, 6, 4}), leaf({1, 6, 3})}));
+  Tensor q = tg::ones({1, 2, 4}), k = tg::ones({1, 6, 4}), v = tg::ones({1, 6, 3});
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, k, v, {.kv_length = 7}); }, {"flash_attention", "kv_length", "[0, 6]", "7"}));
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, k, v, {.kv_length = -1}); }, {"flash_attention", "kv_length", "-1"}));
+  EXPECT_TRUE(throws_with([&] { tg::flash_attention(q, k, v, {.mask = tg::ones({2, 6}).to(tg::kBool), .kv_length = 4}); },
+                          {"flash_attention", "mask of shape [2, 6]", "[1, 2, 4]"}));
+}
+
+// Decoding without gradients: the cache's keys and values are written in place into room past
+// its length (a step copies only its own position), a copy of a cache gets its own buffers when
+// it appends, reorder keeps the room, and the result equals the full forward throughout.
+TEST(KVCache, AppendsInPlaceWithoutGradientsAndCopiesOnWrite) {
+  tg::manual_seed(24);
+  tg::MultiHeadAttention mha(tg::AttentionConfig{.d_model = 12, .heads = 4, .kv_heads = 2});
+  mha.to(tg::kFloat64);
+  tg::NoGradGuard ng;
+  Tensor x = tg::randn({2, 9, 12}, tg::kFloat64);
+  Tensor full = mha.forward(x, x, {.causal = true});
+  tg::KVCache cache;
+  std::vector<Tensor> steps{mha.forward(x.narrow(1, 0, 3), x.narrow(1, 0, 3), {.causal = true}, &cache)};
+  ASSERT_GT(cache.k.size(2), 3);  // room past the prompt
+  EXPECT_EQ(cache.keys().shape(), Shape({2, 2, 3, 3}));
+  const tg::Storage* buffer = cache.k.impl().storage.get();
+  for (int64_t t = 3; t < 6; ++t) steps.push_back(mha.forward(x.narrow(1, t, 1), x.narrow(1, t, 1), {.causal = true}, &cache));
+  EXPECT_EQ(cache.k.impl().storage.get(), buffer) << "a step within the room reallocated the cache";
+  EXPECT_EQ(cache.length(), 6);
+
+  // A copy appends its own tokens; the original goes on with the sequence's, unaffected.
+  tg::KVCache other = cache;
+  Tensor y = tg::randn({2, 3, 12}, tg::kFloat64);
+  Tensor other_out = mha.forward(y, y, {.causal = true}, &other);
+  EXPECT_NE(other.k.impl().storage.get(), cache.k.impl().storage.get());
+  for (int64_t t = 6; t < 9; ++t) steps.push_back(mha.forward(x.narrow(1, t, 1), x.narrow(1, t, 1), {.causal = true}, &cache));
+  EXPECT_TRUE(close(tg::concat(steps, 1), full, 1e-12, 1e-12));
+  Tensor xy = tg::concat({x.narrow(1, 0, 6), y}, 1);
+  EXPECT_TRUE(close(other_out, mha.forward(xy, xy, {.causal = true}).narrow(1, 6, 3), 1e-12, 1e-12));
+
+  // Growing past the room keeps what was cached.
+  tg::KVCache grown;
+  Tensor long_x = tg::randn({1, 70, 12}, tg::kFloat64);
+  std::vector<Tensor> parts;
+  for (int64_t t = 0; t < 70; t += 10) parts.push_back(mha.forward(long_x.narrow(1, t, 10), long_x.narrow(1, t, 10), {.causal = true}, &grown));
+  EXPECT_GE(grown.k.size(2), 70);
+  EXPECT_TRUE(close(tg::concat(parts, 1), mha.forward(long_x, long_x, {.causal = true}), 1e-12, 1e-12));
+
+  // Reorder with room: rows kept, repeated, dropped; the room stays.
+  tg::KVCache r = cache;
+  r.reorder(tg::tensor({1, 1, 0}).to(tg::kInt64));
+  EXPECT_EQ(r.length(), 9);
+  EXPECT_EQ(r.k.size(2), cache.k.size(2));
+  EXPECT_TRUE(close(r.keys().narrow(0, 0, 1), cache.keys().narrow(0, 1, 1), 0, 0));
+  EXPECT_TRUE(close(r.values().narrow(0, 2, 1), cache.values().narrow(0, 0, 1), 0, 0));
+  EXPECT_TRUE(throws_with([&] { r.reorder(tg::tensor({0, 3}).to(tg::kInt64)); }, {"KVCache::reorder", "row 1 is 3", "3 sequences"}));
+  // Keys of another shape are refused, not written past the buffer.
+  EXPECT_TRUE(throws_with([&] { cache.append(tg::zeros({2, 4, 1, 3}, tg::kFloat64), tg::zeros({2, 4, 1, 3}, tg::kFloat64)); },
+                          {"KVCache", "[2, 2, ", "[2, 4, 1, 3]"}));
+}
+
+// A cache filled without gradients, then a step with them: the step is differentiable (its keys
+// are joined by concat) and gives the same output.
+TEST(KVCache, AStepWithGradientsAfterInPlaceSteps) {
+  tg::manual_seed(25);
+  tg::MultiHeadAttention mha(8, 2);
+  mha.to(tg::kFloat64);
+  Tensor x = tg::randn({1, 5, 8}, tg::kFloat64);
+  Tensor full = mha.forward(x, x, {.causal = true});
+  tg::KVCache cache;
+  {
+    tg::NoGradGuard ng;
+    mha.forward(x.narrow(1, 0, 4), x.narrow(1, 0, 4), {.causal = true}, &cache);
+  }
+  ASSERT_GT(cache.k.size(2), 4);
+  Tensor last = mha.forward(x.narrow(1, 4, 1), x.narrow(1, 4, 1), {.causal = true}, &cache);
+  EXPECT_TRUE(close(last, full.narrow(1, 4, 1), 1e-12, 1e-12));
+  EXPECT_EQ(cache.k.size(2), 5);
+  tg::sum(last).backward();
+  EXPECT_TRUE(mha.w_k->weight.grad().defined());
+  EXPECT_GT(tg::sum(tg::abs(mha.w_k->weight.grad())).item(), 0.0);
+}
+
 // Self-attention fed one position at a time through a cache equals attention over the whole
 // sequence; a fixed (cross-attention) cache is projected once and reused.
 TEST(KVCache, MultiHeadAttentionIncrementalEqualsFull) {

@@ -65,7 +65,7 @@ TEST(Llama, KeyValueCacheHoldsTheKeyValueHeadsAndMatchesTheFullForward) {
   Tensor full = m.forward(ids);
   tg::DecoderCache cache;
   Tensor first = m.forward(ids.narrow(1, 0, 4), &cache);
-  EXPECT_EQ(cache.self[0].k.shape(), Shape({1, 1, 4, 2}));  // [B, kv_heads, S, head_dim]
+  EXPECT_EQ(cache.self[0].keys().shape(), Shape({1, 1, 4, 2}));  // [B, kv_heads, S, head_dim]
   Tensor rest = m.forward(ids.narrow(1, 4, 3), &cache, /*last_only=*/false);
   EXPECT_EQ(cache.length, 7);
   EXPECT_TRUE(close(first, full.narrow(1, 0, 4), 1e-5, 1e-6));
