@@ -154,7 +154,7 @@ void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
   // buffers with room for as many positions again (a copy of a cache shares its buffers until one
   // of them appends: then it gets its own).
   if (!k.defined() || k.size(2) < len + T || !only_holder(k) || !only_holder(v)) {
-    const int64_t capacity = std::max({len + T, 2 * len, int64_t{64}});
+    const int64_t capacity = std::max({len + T, 2 * len, reserve > 0 ? reserve : int64_t{64}});
     auto room = [&](const Tensor& old, const Tensor& like) {
       Tensor t = Tensor::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.dtype());
       if (len > 0) copy_positions(old, len, t, 0);

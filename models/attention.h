@@ -35,6 +35,7 @@ struct AttentionMask {
 struct KVCache {
   Tensor k = {}, v = {};  // [B, heads, capacity, d_k]; undefined until the first call
   bool fixed = false;     // true: computed once from x_kv, then reused (x_kv is not read again)
+  int64_t reserve = 0;    // positions to make room for at the first in-place append (0: 64)
   int64_t length() const { return len; }
   Tensor keys() const;    // [B, heads, length(), d_k] (a copy when there is room past length())
   Tensor values() const;

@@ -215,6 +215,7 @@ std::vector<int64_t> sample(CausalLM& model, const std::vector<int64_t>& prompt,
   std::vector<char> seen(static_cast<size_t>(vocab), 0);
   for (int64_t id : prompt) seen[static_cast<size_t>(id)] = 1;
   DecoderCache cache;
+  cache.reserve = static_cast<int64_t>(std::min(ctx, prompt.size() + static_cast<size_t>(o.max_new_tokens)));
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     Tensor logits;
     if (o.use_cache && seq.size() <= ctx && cache.length > 0) {  // the cache holds seq minus its last token

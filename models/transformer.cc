@@ -112,7 +112,7 @@ void DecoderCache::prepare(size_t layers, bool with_cross, const char* who) {
   if (self.size() == layers) return;
   TG_CHECK(length == 0 && self.empty(), who, "the cache was filled by a stack of {} layers, this one has {}",
            self.size(), layers);
-  self.assign(layers, KVCache{});
+  self.assign(layers, KVCache{.reserve = reserve});
   if (with_cross) cross.assign(layers, KVCache{.fixed = true});
 }
 

@@ -86,6 +86,9 @@ class Encoder : public Module {
 struct DecoderCache {
   std::vector<KVCache> self, cross;  // one per layer (cross: the encoder output, projected once)
   int64_t length = 0;
+  // Positions the self-attention caches make room for when first filled (0: they start at 64 and
+  // double): set it to the prompt plus the tokens to generate, and no step reallocates.
+  int64_t reserve = 0;
   void reorder(const Tensor& rows);
   void clear();
   // Sizes an empty cache for `layers` layers (cross caches too when with_cross); a cache filled

@@ -103,6 +103,9 @@ TEST(KVCache, AppendsInPlaceWithoutGradientsAndCopiesOnWrite) {
   std::vector<Tensor> parts;
   for (int64_t t = 0; t < 70; t += 10) parts.push_back(mha.forward(long_x.narrow(1, t, 10), long_x.narrow(1, t, 10), {.causal = true}, &grown));
   EXPECT_GE(grown.k.size(2), 70);
+  tg::KVCache reserved{.reserve = 70};  // room for all 70 at the first call: no step reallocates
+  mha.forward(long_x.narrow(1, 0, 10), long_x.narrow(1, 0, 10), {.causal = true}, &reserved);
+  EXPECT_EQ(reserved.k.size(2), 70);
   EXPECT_TRUE(close(tg::concat(parts, 1), mha.forward(long_x, long_x, {.causal = true}), 1e-12, 1e-12));
 
   // Reorder with room: rows kept, repeated, dropped; the room stays.
