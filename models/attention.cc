@@ -118,18 +118,27 @@ Tensor KVCache::keys() const { return k.defined() && k.size(2) > len ? narrow(k,
 Tensor KVCache::values() const { return v.defined() && v.size(2) > len ? narrow(v, 2, 0, len) : v; }
 
 namespace {
-// Positions [0, n) of every (batch, head) row of src [B, H, *, d] into dst [B, H, *, d] from position `at`.
-void copy_positions(const Tensor& src, int64_t n, const Tensor& dst, int64_t at) {
-  const int64_t rows = src.size(0) * src.size(1), d = src.size(3), es = static_cast<int64_t>(dtype_size(src.dtype()));
+// Positions [0, n) of every head of batch row sb of src [B, H, *, d] into batch row db of dst
+// [B', H, *, d], from position `at` (src and dst may differ in their room along dim 2).
+void copy_positions(const Tensor& src, int64_t sb, const Tensor& dst, int64_t db, int64_t n, int64_t at) {
+  const int64_t H = src.size(1), d = src.size(3), es = static_cast<int64_t>(dtype_size(src.dtype()));
+  const int64_t s_room = src.size(2), d_room = dst.size(2);
   const auto* s = static_cast<const unsigned char*>(src.raw_data());
   auto* o = static_cast<unsigned char*>(dst.raw_data());
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(o + ((r * dst.size(2) + at) * d) * es, s + r * src.size(2) * d * es,
-                static_cast<size_t>(n * d * es));
+  for (int64_t h = 0; h < H; ++h)
+    std::memcpy(o + ((db * H + h) * d_room + at) * d * es, s + (sb * H + h) * s_room * d * es, static_cast<size_t>(n * d * es));
+}
+// ... every batch row, in order.
+void copy_positions(const Tensor& src, const Tensor& dst, int64_t n, int64_t at) {
+  for (int64_t b = 0; b < src.size(0); ++b) copy_positions(src, b, dst, b, n, at);
   dst.impl().storage->bump_version();
 }
 
 bool only_holder(const Tensor& t) { return t.impl_ptr().use_count() == 1 && t.impl().storage.use_count() == 1; }
+// Whether a gradient flows through these (then the cache joins by concat, differentiably).
+bool differentiable(const Tensor& a, const Tensor& b) {
+  return grad_enabled() && ((a.defined() && a.requires_grad()) || (b.defined() && b.requires_grad()));
+}
 }  // namespace
 
 void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
@@ -142,9 +151,7 @@ void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
              "KVCache", "holds keys {} and values {} ({}), cannot append {} and {} ({})", k.shape(), v.shape(), k.dtype(),
              new_k.shape(), new_v.shape(), new_k.dtype());
   const int64_t T = new_k.size(2);
-  const bool differentiable = grad_enabled() && (new_k.requires_grad() || new_v.requires_grad() ||
-                                                 (k.defined() && (k.requires_grad() || v.requires_grad())));
-  if (differentiable) {
+  if (differentiable(new_k, new_v) || differentiable(k, v)) {
     k = len > 0 ? concat({keys(), new_k}, 2) : new_k;
     v = len > 0 ? concat({values(), new_v}, 2) : new_v;
     len += T;
@@ -157,21 +164,20 @@ void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
     const int64_t capacity = std::max({len + T, 2 * len, reserve > 0 ? reserve : int64_t{64}});
     auto room = [&](const Tensor& old, const Tensor& like) {
       Tensor t = Tensor::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.dtype());
-      if (len > 0) copy_positions(old, len, t, 0);
+      if (len > 0) copy_positions(old, t, len, 0);
       return t;
     };
-    Tensor nk = room(k, new_k), nv = room(v, new_v);
-    k = nk;
-    v = nv;
+    k = room(k, new_k);
+    v = room(v, new_v);
   }
-  copy_positions(new_k, T, k, len);
-  copy_positions(new_v, T, v, len);
+  copy_positions(new_k, k, T, len);
+  copy_positions(new_v, v, T, len);
   len += T;
 }
 
 void KVCache::reorder(const Tensor& rows) {
   if (!k.defined()) return;
-  if (k.size(2) == len || (grad_enabled() && (k.requires_grad() || v.requires_grad()))) {
+  if (k.size(2) == len || differentiable(k, v)) {
     k = index_select(keys(), 0, rows);
     v = index_select(values(), 0, rows);
     return;
@@ -184,13 +190,8 @@ void KVCache::reorder(const Tensor& rows) {
   for (int64_t i = 0; i < n; ++i)
     TG_CHECK(r[i] >= 0 && r[i] < B, "KVCache::reorder", "row {} is {}, but the cache holds {} sequences", i, r[i], B);
   auto pick = [&](const Tensor& t) {
-    const int64_t H = t.size(1), cap = t.size(2), d = t.size(3), es = static_cast<int64_t>(dtype_size(t.dtype()));
-    Tensor out = Tensor::empty({n, H, cap, d}, t.dtype());
-    const auto* s = static_cast<const unsigned char*>(t.raw_data());
-    auto* o = static_cast<unsigned char*>(out.raw_data());
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t h = 0; h < H; ++h)
-        std::memcpy(o + (i * H + h) * cap * d * es, s + (r[i] * H + h) * cap * d * es, static_cast<size_t>(len * d * es));
+    Tensor out = Tensor::empty({n, t.size(1), t.size(2), t.size(3)}, t.dtype());
+    for (int64_t i = 0; i < n; ++i) copy_positions(t, r[i], out, i, len, 0);
     return out;
   };
   k = pick(k);
