@@ -122,7 +122,7 @@ case "$cmd" in
     echo "== report: runs/translator/report.html"
     ;;
   test)
-    install_missing "${PACKAGES[@]}"
+    install_missing "${PACKAGES[@]}" trans-de-en  # the Ding dictionary: explain_attention's test reads it
     prepare_data  # the KJV: word2vec's quality test trains on it
     prepare_models  # all-MiniLM-L6-v2: the pretrained-model tests compare it with Hugging Face's numbers
     export TG_REQUIRE_MODELS=1
