@@ -46,6 +46,7 @@
 #include "text/sentence_encoder.h"
 #include "text/split.h"
 #include "text/tokenizer.h"
+#include "text/translator.h"
 #include "text/vocabulary.h"
 #include "train/checkpoint.h"
 #include "train/cli.h"

@@ -118,15 +118,9 @@ void attention_maps(tg::report::Html& html, tg::CausalLM& model, const tg::text:
   std::vector<std::string> labels;
   for (int64_t id : ids) labels.push_back(tok.label(id));
   for (int64_t l = 0; l < static_cast<int64_t>(attention.size()); ++l) {
-    const Tensor w = attention[static_cast<size_t>(l)]->last_weights;  // [1, H, n, n]
-    std::vector<float> v = w.to_vector<float>();
-    std::vector<tg::report::Heatmap> maps;
-    for (int64_t h = 0; h < w.size(1); ++h) {
-      tg::report::Heatmap m{fmt::format("layer {} head {}", l, h), {}, labels, labels};
-      for (int64_t i = 0; i < n; ++i) m.w.emplace_back(v.begin() + (h * n + i) * n, v.begin() + (h * n + i + 1) * n);
-      maps.push_back(std::move(m));
-    }
-    html.heatmap_grid(fmt::format("self-attention, layer {} (rows: queries, columns: keys; causal)", l), maps, 4);
+    html.heatmap_grid(fmt::format("self-attention, layer {} (rows: queries, columns: keys; causal)", l),
+                      tg::report::head_heatmaps(attention[static_cast<size_t>(l)]->last_weights, fmt::format("layer {}", l),
+                                                labels, labels));
   }
   for (auto* a : attention) a->record_weights = false, a->last_weights = Tensor();
 }

@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "translator.h"
 #include <tapegrad/tapegrad.h>
 
 using tg::Tensor;
@@ -25,7 +24,7 @@ struct Options {
   bool resume = false, overwrite = false;
   double minutes = 5;
   int64_t steps = 0, epochs = 1000;
-  translator::Config cfg;
+  tg::text::TranslatorConfig cfg;
   int64_t vocab = 8000, min_count = 2, batch_tokens = 1500, max_tokens = 60, warmup = 200, beam = 4, bleu_sentences = 400;
   int64_t samples = 5;
   bool lowercase = false, final_bleu = true, beam_bleu = false;
@@ -89,42 +88,6 @@ void define_flags(tg::cli::Flags& f, Options& o) {
     return std::string();
   });
   f.check([&o] { return o.resume && o.overwrite ? std::string("--resume and --overwrite exclude each other") : std::string(); });
-}
-
-// Greedy translations of the first n validation pairs (batched), scored with corpus BLEU.
-tg::text::Bleu greedy_bleu(tg::Transformer& model, const std::vector<tg::text::Example>& data,
-                           const std::vector<std::string>& refs, const tg::text::Tokenizer& tgt, int64_t n) {
-  n = n <= 0 ? static_cast<int64_t>(data.size()) : std::min<int64_t>(n, static_cast<int64_t>(data.size()));
-  tg::NoGradGuard ng;
-  const bool was = model.is_training();
-  model.eval();
-  std::vector<std::string> hyps, wanted;
-  const tg::text::SpecialIds ids = tg::text::special_ids(tgt);
-  for (int64_t i = 0; i < n; i += 64) {
-    std::vector<int64_t> idx;
-    for (int64_t j = i; j < std::min<int64_t>(n, i + 64); ++j) idx.push_back(j);
-    tg::text::Seq2SeqBatch b = tg::text::make_seq2seq_batch(data, idx, ids);
-    auto out = tg::greedy_decode(model, b.src, {.bos = ids.bos, .eos = ids.eos, .max_len = b.tgt_in.size(1) + 10});
-    for (size_t k = 0; k < idx.size(); ++k) {
-      hyps.push_back(tgt.decode(out[k]));
-      wanted.push_back(refs[static_cast<size_t>(idx[k])]);
-    }
-  }
-  model.train(was);
-  return tg::text::corpus_bleu(hyps, wanted);
-}
-
-std::vector<tg::report::Heatmap> maps_of(const Tensor& w, const std::string& what, int64_t layer,
-                                         const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
-  const int64_t H = w.size(1), T = w.size(2), S = w.size(3);  // w [1, H, T, S]
-  std::vector<float> v = w.to_vector<float>();
-  std::vector<tg::report::Heatmap> out;
-  for (int64_t h = 0; h < H; ++h) {
-    tg::report::Heatmap m{fmt::format("{} layer {} head {}", what, layer, h), {}, rows, cols};
-    for (int64_t i = 0; i < T; ++i) m.w.emplace_back(v.begin() + (h * T + i) * S, v.begin() + (h * T + i + 1) * S);
-    out.push_back(std::move(m));
-  }
-  return out;
 }
 
 int run(int argc, char** argv) {
@@ -193,12 +156,17 @@ int run(int argc, char** argv) {
 
   // Model and optimizer.
   tg::manual_seed(o.seed);
-  tg::Transformer model(o.cfg.model(src_tok->size(), tgt_tok->size()));
-  translator::fix_projections(model, o.projections);  // before the optimizer: fixed ones are not its parameters
+  tg::text::Translator translator = tg::text::Translator::create(o.cfg, std::move(src_tok), std::move(tgt_tok));
+  tg::Transformer& model = *translator.model;
+  const tg::text::Tokenizer &src_tokenizer = *translator.src, &tgt_tokenizer = *translator.tgt;
+  // Before the optimizer: fixed projections are not its parameters.
+  tg::fix_attention_projections(model, o.projections == "identity" ? tg::Projections::Identity
+                                       : o.projections == "frozen" ? tg::Projections::Frozen
+                                                                   : tg::Projections::Learned);
   tg::AdamW opt(model.named_parameters(), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   std::printf("train_translator: %s: %zu training pairs, %zu validation; vocabularies %lld / %lld; %lld parameters\n",
-              source.c_str(), train.size(), valid.size(), static_cast<long long>(src_tok->size()),
-              static_cast<long long>(tgt_tok->size()), static_cast<long long>(model.num_parameters()));
+              source.c_str(), train.size(), valid.size(), static_cast<long long>(src_tokenizer.size()),
+              static_cast<long long>(tgt_tokenizer.size()), static_cast<long long>(model.num_parameters()));
 
   // The loop.
   // What a resumed run must share with the run it continues (--minutes, --steps, --epochs, --lr
@@ -228,7 +196,7 @@ int run(int argc, char** argv) {
                              {.run_dir = dir, .max_steps = o.steps, .max_epochs = o.epochs, .max_minutes = o.minutes,
                               .clip_grad_norm = 1.0, .eval_each_epoch = true, .keep_last = 2, .seed = o.seed * 7919,
                               .unit = "tok", .precision = precision, .config = config,
-                              .tokenizer_fingerprint = src_tok->fingerprint() + tgt_tok->fingerprint()});
+                              .tokenizer_fingerprint = src_tokenizer.fingerprint() + tgt_tokenizer.fingerprint()});
   const double peak = o.lr, warmup = static_cast<double>(o.warmup);
   trainer.set_schedule([=](int64_t step) {  // the paper's shape, scaled to peak at `warmup`
     const double s = static_cast<double>(step);
@@ -243,9 +211,13 @@ int run(int argc, char** argv) {
     };
   };
   const auto valid_batches = tg::text::bucket_batches(valid, o.batch_tokens);
+  auto greedy_bleu = [&](const tg::text::Translator& t, int64_t n) {  // the first n validation pairs (0: all)
+    const std::vector<std::string> hyps = t.translate_greedy(valid, n);
+    return tg::text::corpus_bleu(hyps, {valid_refs.begin(), valid_refs.begin() + static_cast<std::ptrdiff_t>(hyps.size())});
+  };
   auto evaluate = [&] {
     const double vl = trainer.evaluate_loss(valid_batches, seq2seq_step(valid, 0.0));
-    const tg::text::Bleu bleu = greedy_bleu(model, valid, valid_refs, *tgt_tok, o.bleu_sentences);
+    const tg::text::Bleu bleu = greedy_bleu(translator, o.bleu_sentences);
     std::printf("\nstep %lld (epoch %lld): validation loss %.3f, BLEU %.2f (greedy, %s validation sentences), %.1f min\n",
                 static_cast<long long>(trainer.state().step), static_cast<long long>(trainer.state().epoch), vl, bleu.score,
                 o.bleu_sentences > 0 ? std::to_string(std::min<int64_t>(o.bleu_sentences, valid.size())).c_str() : "all",
@@ -253,10 +225,7 @@ int run(int argc, char** argv) {
     std::fflush(stdout);
     return std::map<std::string, double>{{"valid_loss", vl}, {"bleu", bleu.score}};
   };
-  tg::Metadata meta = o.cfg.to_metadata();
-  meta["src_tokenizer_fingerprint"] = src_tok->fingerprint();
-  meta["tgt_tokenizer_fingerprint"] = tgt_tok->fingerprint();
-  trainer.callbacks.on_checkpoint = [&](const std::string&) { tg::save_module(model, dir + "/model.safetensors", meta).or_throw(); };
+  trainer.callbacks.on_checkpoint = [&](const std::string&) { translator.save(dir).or_throw(); };
   if (o.resume) {
     trainer.resume().or_throw();
     std::printf("resuming from %s: step %lld, epoch %lld, %.0f s trained\n", trainer.last_checkpoint().c_str(),
@@ -275,11 +244,11 @@ int run(int argc, char** argv) {
   }
   std::printf("%s after %lld steps\n", result.message.c_str(), static_cast<long long>(result.step));
 
-  translator::Translator loaded = translator::load(dir).value();
+  const tg::text::Translator loaded = tg::text::Translator::load(dir).value();  // as translate will read it
   std::string final_line;
   if (o.final_bleu) {
     tg::train::Progress t1(1);
-    const tg::text::Bleu greedy = greedy_bleu(model, valid, valid_refs, *tgt_tok, 0);
+    const tg::text::Bleu greedy = greedy_bleu(loaded, 0);
     final_line = fmt::format("final validation BLEU on all {} sentences: {:.2f} greedy ({:.0f} s); BP {:.3f}, precisions "
                              "{:.1f}/{:.1f}/{:.1f}/{:.1f}", valid.size(), greedy.score, t1.elapsed(), greedy.bp,
                              greedy.precisions[0], greedy.precisions[1], greedy.precisions[2], greedy.precisions[3]);
@@ -288,7 +257,7 @@ int run(int argc, char** argv) {
       tg::train::Progress t2(static_cast<int64_t>(valid.size()), "beam search");
       std::vector<std::string> hyps;
       for (const std::string& s : valid_src_text) {
-        hyps.push_back(loaded.translate(s, o.beam));
+        hyps.push_back(loaded.translate(s, {.beam = o.beam}));
         t2.update(static_cast<int64_t>(hyps.size()));
       }
       t2.finish();
@@ -308,7 +277,7 @@ int run(int argc, char** argv) {
   const int64_t nsamples = std::min<int64_t>(o.samples, static_cast<int64_t>(valid.size()));
   for (int64_t i = 0; i < nsamples; ++i) {
     const std::string& s = valid_src_text[static_cast<size_t>(i)];
-    const std::string hyp = loaded.translate(s, o.beam);
+    const std::string hyp = loaded.translate(s, {.beam = o.beam});
     std::printf("  source:    %s\n  reference: %s\n  output:    %s\n\n", s.c_str(), valid_refs[static_cast<size_t>(i)].c_str(),
                 hyp.c_str());
     rows.push_back({s, valid_refs[static_cast<size_t>(i)], hyp});
@@ -318,7 +287,7 @@ int run(int argc, char** argv) {
   tg::report::Html html("train_translator");
   html.paragraph(fmt::format("{}: {} training pairs, {} validation; {} tokenizers, vocabularies {} / {}; {} + {} layers, width "
                              "{}, {} heads, d_ff {}; {} parameters; {} steps in {:.1f} min ({}).",
-                             source, train.size(), valid.size(), o.cfg.tokenizer, src_tok->size(), tgt_tok->size(), o.cfg.layers,
+                             source, train.size(), valid.size(), o.cfg.tokenizer, src_tokenizer.size(), tgt_tokenizer.size(), o.cfg.layers,
                              o.cfg.layers, o.cfg.width, o.cfg.heads, o.cfg.ff, model.num_parameters(), result.step,
                              trainer.state().seconds / 60, result.message));
   if (!final_line.empty()) html.paragraph(final_line + ".");
@@ -329,30 +298,30 @@ int run(int argc, char** argv) {
   }
   if (nsamples > 0) {
     const std::string& s = valid_src_text[0];
-    std::vector<int64_t> src_ids = src_tok->encode(s);
+    std::vector<int64_t> src_ids = src_tokenizer.encode(s);
     Tensor src = tg::from_vector(src_ids, {1, static_cast<int64_t>(src_ids.size())});
     auto hyp = tg::beam_search(*loaded.model, src, {.bos = ids.bos, .eos = ids.eos, .max_len = 80, .beam_size = o.beam});
     std::vector<int64_t> tgt_ids = {ids.bos};
     if (!hyp.empty()) tgt_ids.insert(tgt_ids.end(), hyp[0].tokens.begin(), hyp[0].tokens.end());
     std::vector<std::string> src_labels, tgt_labels;
-    for (int64_t id : src_ids) src_labels.push_back(src_tok->label(id));
-    for (int64_t id : tgt_ids) tgt_labels.push_back(tgt_tok->label(id));
+    for (int64_t id : src_ids) src_labels.push_back(src_tokenizer.label(id));
+    for (int64_t id : tgt_ids) tgt_labels.push_back(tgt_tokenizer.label(id));
     loaded.model->set_record_attention(true);
     {
       tg::NoGradGuard ng;
       loaded.model->forward(src, tg::from_vector(tgt_ids, {1, static_cast<int64_t>(tgt_ids.size())}));
     }
     html.heading("attention for one sentence");
-    html.paragraph("source: " + s + " | output: " + tgt_tok->decode(std::vector<int64_t>(tgt_ids.begin() + 1, tgt_ids.end())));
+    html.paragraph("source: " + s + " | output: " + tgt_tokenizer.decode(std::vector<int64_t>(tgt_ids.begin() + 1, tgt_ids.end())));
     for (int64_t l = 0; l < o.cfg.layers; ++l) {
       const auto& enc = (*loaded.model->encoder->layers)[static_cast<size_t>(l)];
       const auto& dec = (*loaded.model->decoder->layers)[static_cast<size_t>(l)];
       html.heatmap_grid(fmt::format("encoder self-attention, layer {}", l),
-                        maps_of(enc->self_attn->last_weights, "encoder", l, src_labels, src_labels));
+                        tg::report::head_heatmaps(enc->self_attn->last_weights, fmt::format("encoder layer {}", l), src_labels, src_labels));
       html.heatmap_grid(fmt::format("decoder self-attention (causal), layer {}", l),
-                        maps_of(dec->self_attn->last_weights, "decoder", l, tgt_labels, tgt_labels));
+                        tg::report::head_heatmaps(dec->self_attn->last_weights, fmt::format("decoder layer {}", l), tgt_labels, tgt_labels));
       html.heatmap_grid(fmt::format("decoder cross-attention (rows: output tokens, columns: source tokens), layer {}", l),
-                        maps_of(dec->cross_attn->last_weights, "cross", l, tgt_labels, src_labels));
+                        tg::report::head_heatmaps(dec->cross_attn->last_weights, fmt::format("cross layer {}", l), tgt_labels, src_labels));
     }
   }
   html.write(dir + "/report.html").or_throw();

@@ -8,7 +8,6 @@
 
 #include <fmt/core.h>
 
-#include "translator.h"
 #include <tapegrad/tapegrad.h>
 
 int main(int argc, char** argv) {
@@ -26,13 +25,13 @@ int main(int argc, char** argv) {
     flags.parse(argc, argv).or_throw();
     if (threads > 0) tg::set_num_threads(static_cast<int>(threads));
     tg::AutocastGuard autocast(tg::cli::precision(precision));
-    translator::Translator t = translator::load(load).value();
+    const tg::text::Translator t = tg::text::Translator::load(load).value();
     std::string line;
     int64_t sentences = 0;
     double seconds = 0;
     while (std::getline(std::cin, line)) {
       auto start = std::chrono::steady_clock::now();
-      std::string out = t.translate(line, beam, max_len, !no_cache);
+      std::string out = t.translate(line, {.beam = beam, .max_len = max_len, .use_cache = !no_cache});
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       ++sentences;
       std::cout << out << '\n' << std::flush;

@@ -1,10 +1,12 @@
 #include "models/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "graph/factory.h"
 #include "graph/node.h"
 #include "ops/ops.h"
 
@@ -254,6 +256,24 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
   Tensor concat = heads.output.permute({0, 2, 1, 3}).reshape({B, T, num_heads * d_k});  // Concat(head_1..head_h)
   if (record_weights && heads.weights.defined()) last_weights = heads.weights.detach();
   return {w_o->forward(concat), heads.weights};                                 // ... W_O
+}
+
+void fix_attention_projections(Module& m, Projections how) {
+  if (how == Projections::Learned) return;
+  for (auto& [name, p] : m.named_parameters()) {
+    const bool projection = std::ranges::any_of(std::array{"w_q.", "w_k.", "w_v."}, [&n = name](const char* child) {
+      return n.starts_with(child) || n.find(std::string(".") + child) != std::string::npos;
+    });
+    if (!projection) continue;
+    if (how == Projections::Identity) {
+      const bool weight = name.ends_with(".weight");
+      TG_CHECK(!weight || (p.dim() == 2 && p.size(0) == p.size(1)), "fix_attention_projections",
+               "identity projections need square weights, but {} has shape {} (grouped-query attention?)", name, p.shape());
+      NoGradGuard ng;
+      p.detach().copy_(weight ? eye(p.size(0), p.dtype()) : zeros(p.shape(), p.dtype()));
+    }
+    m.freeze_parameter(name);
+  }
 }
 
 }  // namespace tg

@@ -106,4 +106,13 @@ class MultiHeadAttention : public Module {
                       KVCache* cache);
 };
 
+// How the attention projections W_Q, W_K and W_V (weights and biases) are trained: an ablation
+// (train_translator --projections, explain_attention's experiment 2). Learned: as usual. Identity:
+// W = I, b = 0 (Q = K = V = X), not trained. Frozen: kept at their random initialisation.
+enum class Projections { Learned, Identity, Frozen };
+// Applies `how` to every MultiHeadAttention inside m (its w_q, w_k and w_v children). Call it
+// before the optimizer is made: fixed parameters are not handed to it. Identity needs square
+// projections (not grouped-query attention); anything else throws, naming the parameter.
+void fix_attention_projections(Module& m, Projections how);
+
 }  // namespace tg

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "graph/error.h"
+#include "graph/tensor.h"
 #include "io/file.h"
 
 namespace tg::report {
@@ -632,6 +633,23 @@ std::string heatmap_svg(const Heatmap& m, double vmax, int id) {
 }
 
 }  // namespace
+
+std::vector<Heatmap> head_heatmaps(const Tensor& weights, const std::string& title, const std::vector<std::string>& row_labels,
+                                   const std::vector<std::string>& col_labels) {
+  TG_CHECK(weights.dim() == 4 && weights.size(0) == 1, "head_heatmaps", "expected weights [1, heads, T, S], got shape {}",
+           weights.shape());
+  const int64_t H = weights.size(1), T = weights.size(2), S = weights.size(3);
+  TG_CHECK(static_cast<int64_t>(row_labels.size()) == T && static_cast<int64_t>(col_labels.size()) == S, "head_heatmaps",
+           "{} row and {} column labels for weights of shape {}", row_labels.size(), col_labels.size(), weights.shape());
+  const std::vector<float> v = weights.to_vector<float>();
+  std::vector<Heatmap> maps;
+  for (int64_t h = 0; h < H; ++h) {
+    Heatmap m{fmt::format("{} head {}", title, h), {}, row_labels, col_labels};
+    for (int64_t i = 0; i < T; ++i) m.w.emplace_back(v.begin() + (h * T + i) * S, v.begin() + (h * T + i + 1) * S);
+    maps.push_back(std::move(m));
+  }
+  return maps;
+}
 
 void Html::heatmap_grid(const std::string& caption, const std::vector<Heatmap>& maps, int ncols) {
   double shared = 0;  // one scale for the grid, so that a diffuse head looks paler than a sharp one

@@ -18,6 +18,10 @@
 
 #include "../io/status.h"
 
+namespace tg {
+class Tensor;
+}
+
 namespace tg::report {
 
 // One curve: (x, y) points in x order. Non-finite y (and y <= 0 on a log axis) leave a gap.
@@ -38,6 +42,11 @@ struct Heatmap {
   std::vector<std::string> row_labels{}, col_labels{};
   double vmax = 0;
 };
+
+// One heatmap per head of recorded attention weights [1, heads, T, S] (MultiHeadAttention's
+// last_weights): titled "TITLE head h", rows labelled by the T queries, columns by the S keys.
+std::vector<Heatmap> head_heatmaps(const Tensor& weights, const std::string& title, const std::vector<std::string>& row_labels,
+                                   const std::vector<std::string>& col_labels);
 
 // A labelled point of a scatter plot; points of the same group share a colour.
 struct Point {

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../translator.h"
 
 namespace explain {
 
@@ -149,7 +148,7 @@ Context load(const Options& o) {
 }
 
 std::unique_ptr<tg::Transformer> new_model(const Data& d, const Options& o, uint64_t seed) {
-  const translator::Config cfg{.layers = 2, .width = o.width, .heads = o.heads, .ff = 4 * o.width, .max_len = 128};
+  const tg::text::TranslatorConfig cfg{.layers = 2, .width = o.width, .heads = o.heads, .ff = 4 * o.width, .max_len = 128};
   tg::manual_seed(seed);
   return std::make_unique<tg::Transformer>(cfg.model(d.src->size(), d.tgt->size()));
 }

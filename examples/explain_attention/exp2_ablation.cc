@@ -17,7 +17,6 @@
 
 #include <fmt/format.h>
 
-#include "../translator.h"
 #include "common.h"
 
 namespace explain {
@@ -103,7 +102,7 @@ LookupResult train_lookup(Lookup lookup, Variant variant, uint64_t seed, int64_t
     tg::normal_(lm.tok_embed->weight, 0.0, 1.0);
     tg::normal_(lm.pos_embed->weight, 0.0, 1.0);
   }
-  if (variant != Variant::Learned) translator::fix_projections(lm, variant == Variant::Identity ? "identity" : "frozen");
+  if (variant != Variant::Learned) tg::fix_attention_projections(lm, variant == Variant::Identity ? tg::Projections::Identity : tg::Projections::Frozen);
   const double lr = 3e-3;
   tg::AdamW opt(lm.named_parameters(), {.lr = lr, .weight_decay = 0.01});
   tg::Generator g(seed * 7919 + (lookup == Lookup::Next ? 1 : 0));
@@ -178,9 +177,9 @@ void exp2_ablation(Context& ctx, tg::report::Html& html) {
 
   // The translator: identity and frozen random against experiment 1's learned models, seed by seed.
   const std::vector<Run> identity =
-      train_seeds(ctx, ctx.de_en, "identity", [](tg::Transformer& m) { translator::fix_projections(m, "identity"); });
+      train_seeds(ctx, ctx.de_en, "identity", [](tg::Transformer& m) { tg::fix_attention_projections(m, tg::Projections::Identity); });
   const std::vector<Run> frozen =
-      train_seeds(ctx, ctx.de_en, "frozen_random", [](tg::Transformer& m) { translator::fix_projections(m, "frozen"); });
+      train_seeds(ctx, ctx.de_en, "frozen_random", [](tg::Transformer& m) { tg::fix_attention_projections(m, tg::Projections::Frozen); });
   const Stat tr[3] = {valid_losses(ctx.learned_runs), valid_losses(identity), valid_losses(frozen)};
 
   std::vector<std::vector<std::string>> rows;

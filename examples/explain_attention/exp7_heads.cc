@@ -12,18 +12,6 @@ namespace explain {
 using tg::Tensor;
 
 namespace {
-std::vector<tg::report::Heatmap> maps_of(const Tensor& w, const std::string& when, const std::vector<std::string>& labels) {
-  const int64_t H = w.size(1), S = w.size(2);  // w [1, H, S, S]
-  const std::vector<float> v = w.to_vector<float>();
-  std::vector<tg::report::Heatmap> maps;
-  for (int64_t h = 0; h < H; ++h) {
-    tg::report::Heatmap m{fmt::format("{} head {}", when, h), {}, labels, labels};
-    for (int64_t i = 0; i < S; ++i) m.w.emplace_back(v.begin() + (h * S + i) * S, v.begin() + (h * S + i + 1) * S);
-    maps.push_back(std::move(m));
-  }
-  return maps;
-}
-
 // Mean pairwise cosine between the heads' maps (1: all alike).
 double head_similarity(const Tensor& w) {
   tg::NoGradGuard ng;
@@ -61,8 +49,8 @@ void exp7_heads(Context& ctx, tg::report::Html& html) {
                              "at initialisation their maps already differ (mean cosine between heads {}); {}. The maps: the "
                              "first seed's model.",
                              ctx.german->decode(ctx.probe()), show(at_init, 3), change));
-  html.heatmap_grid("at initialisation", maps_of(ctx.heads_init[0], "init", labels));
-  html.heatmap_grid(fmt::format("after {} steps", ctx.opt.steps), maps_of(first_trained, "trained", labels));
+  html.heatmap_grid("at initialisation", tg::report::head_heatmaps(ctx.heads_init[0], "init", labels, labels));
+  html.heatmap_grid(fmt::format("after {} steps", ctx.opt.steps), tg::report::head_heatmaps(first_trained, "trained", labels, labels));
   ctx.answers.push_back({"What do the heads do, and why do they differ?",
                          fmt::format("Each head has its own slices of W_Q, W_K, W_V, drawn at random, so the heads start "
                                      "with different maps (mean cosine between them {}); {}. The maps show what each "
