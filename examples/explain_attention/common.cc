@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-
 namespace explain {
 
 using tg::Tensor;
