@@ -332,7 +332,7 @@ TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {
   const float special[] = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-7f, 0x1p-130f, -0x1.fffffep-127f,
                            3.4028235e38f, -3.4028235e38f, INFINITY, -INFINITY, std::bit_cast<float>(0x7F800001u),
                            std::bit_cast<float>(0xFFC12345u), std::bit_cast<float>(0x7FBFFFFFu), 1e-40f};
-  for (const auto& [stored_rows, stored_cols] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {16, 16}, {17, 33}, {40, 70}, {64, 31}}) {
+  for (const auto& [stored_rows, stored_cols] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {16, 16}, {17, 33}, {40, 70}, {64, 31}, {3, 100}, {33, 150}}) {
     std::vector<float> x = random_floats(stored_rows * stored_cols, 3 + stored_rows);
     for (size_t i = 0; i < x.size(); i += 3) x[i] = special[(i / 3) % std::size(special)];
     const std::vector<uint16_t> xb = to_bits(x);
@@ -349,7 +349,19 @@ TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {
           ASSERT_EQ(got, want) << "stored " << stored_rows << "x" << stored_cols << " trans " << trans << " bf16 " << is_bf16
                                << " rows " << i0 << "+" << rows;
         }
-        if (trans) continue;
+        if (trans) {
+          // The stored matrix as a transposed op(B) (x Wᵀ: K = stored columns, N = stored rows),
+          // one panel at a time, the last one part empty.
+          const int64_t Kb = stored_cols, Nb = stored_rows, panel = k::bf16_padded_k(Kb) * k::kBf16PanelCols;
+          for (int64_t j0 = 0; j0 < Nb; j0 += k::kBf16PanelCols) {
+            const int64_t cols = std::min(k::kBf16PanelCols, Nb - j0);
+            std::vector<uint16_t> want(static_cast<size_t>(panel), 0xABCD), got(static_cast<size_t>(panel), 0xABCD);
+            k::pack_b_panel_bf16_portable(a, j0, cols, Kb, want.data());
+            k::pack_b_panel_avx512bf16(a, j0, cols, Kb, got.data());
+            ASSERT_EQ(got, want) << "panel " << j0 << " of " << stored_rows << "x" << stored_cols << " bf16 " << is_bf16;
+          }
+          continue;
+        }
         // The same matrix as a plain op(B) (K = stored rows, N = stored columns), pair rows packed
         // in two ranges as the threads do.
         const int64_t Kb = stored_rows, Nb = stored_cols, pairs = k::bf16_padded_k(Kb) / 2;

@@ -205,6 +205,11 @@ void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_
 }
 
 void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst) {
+  if (b.trans && features().avx512) return pack_b_panel_avx512bf16(b, j0, cols, K, dst);
+  pack_b_panel_bf16_portable(b, j0, cols, K, dst);
+}
+
+void pack_b_panel_bf16_portable(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst) {
   const int64_t Kp = bf16_padded_k(K);
   constexpr int64_t W = kBf16PanelCols;
   std::fill(dst, dst + Kp * W, uint16_t{0});

@@ -98,8 +98,11 @@ inline int64_t bf16_padded_k(int64_t K) { return (K + kBf16KStep - 1) / kBf16KSt
 void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst);
 void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst);
 void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst);
-// Columns [j0, j0 + cols) of op(B) (cols <= kBf16PanelCols), all K, into one panel of Kp * 32 values.
+// Columns [j0, j0 + cols) of op(B) (cols <= kBf16PanelCols), all K, into one panel of Kp * 32 values;
+// a transposed op(B) (x Wᵀ) the AVX-512 way where the CPU has it, as for A.
 void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst);
+void pack_b_panel_bf16_portable(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst);
+void pack_b_panel_avx512bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst);
 
 // Pair rows [p0, p1) (k = 2p, 2p + 1) of every panel of a plain (not transposed) op(B) with N columns;
 // the AVX-512 version where the CPU has it, as for A.
