@@ -48,6 +48,7 @@
 #include "text/tokenizer.h"
 #include "text/translator.h"
 #include "text/vocabulary.h"
+#include "text/word_eval.h"
 #include "train/checkpoint.h"
 #include "train/cli.h"
 #include "train/curves.h"

@@ -10,13 +10,10 @@
 // The training itself is one call, tg::Word2Vec::train (sparse row updates, its own linear
 // learning-rate decay); it is not a generic tg::train::Trainer loop.
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,28 +63,6 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   });
 }
 
-// The word as the vocabulary holds it. text/split.h's word_tokens splits differently (it makes
-// "-" and other punctuation tokens of their own), so the original's rule stays here: with
-// lowercase, punctuation at the word's edges is stripped and ASCII letters lower-cased; without,
-// the word is kept as it is.
-std::string normalise(std::string_view w, bool lowercase) {
-  if (!lowercase) return std::string(w);
-  size_t b = 0, e = w.size();
-  while (b < e && std::ispunct(static_cast<unsigned char>(w[b]))) ++b;
-  while (e > b && std::ispunct(static_cast<unsigned char>(w[e - 1]))) --e;
-  std::string out(w.substr(b, e - b));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// The words of a line: split on whitespace as the original does (tg::whitespace_tokens), then normalised.
-std::vector<std::string> words_of(std::string_view line, bool lowercase) {
-  std::vector<std::string> out;
-  for (const std::string& t : tg::whitespace_tokens(std::string(line)))
-    if (std::string w = normalise(t, lowercase); !w.empty()) out.push_back(std::move(w));
-  return out;
-}
-
 std::vector<std::string_view> lines_of(std::string_view text) {
   std::vector<std::string_view> out;
   for (size_t at = 0; at <= text.size();) {
@@ -97,129 +72,6 @@ std::vector<std::string_view> lines_of(std::string_view text) {
     at = end + 1;
   }
   return out;
-}
-
-// ---- Evaluation files, read and checked before training ----
-
-using Question = std::array<std::string, 4>;  // a : b = c : d
-
-std::vector<Question> read_analogies(const std::string& path, bool lowercase) {
-  const std::string text = tg::read_text(path).value();
-  std::vector<Question> out;
-  int64_t n = 0;
-  for (std::string_view line : lines_of(text)) {
-    ++n;
-    std::vector<std::string> w = words_of(line, lowercase);
-    if (w.empty() || line.front() == ':') continue;  // a blank line or a section header ": capital-common-countries"
-    if (w.size() != 4)
-      tg::cli::fail(fmt::format("{}: line {}: expected four words (a b c d: a is to b as c is to d), found {}", path, n, w.size()));
-    out.push_back({w[0], w[1], w[2], w[3]});
-  }
-  if (out.empty()) tg::cli::fail(fmt::format("{}: no analogy questions in it (lines of four words, as questions-words.txt)", path));
-  return out;
-}
-
-struct Scored {
-  std::string a, b;
-  double score;
-};
-
-// Lines "word word score" (tab, comma or space separated, more columns allowed); '#' lines and
-// lines whose third field is not a number (a header) are skipped.
-std::vector<Scored> read_similarity(const std::string& path, bool lowercase) {
-  const std::string text = tg::read_text(path).value();
-  std::vector<Scored> out;
-  for (std::string_view line : lines_of(text)) {
-    if (line.empty() || line.front() == '#') continue;
-    std::vector<std::string> f;
-    for (size_t i = 0; i < line.size();) {
-      auto sep = [&](char c) { return c == '\t' || c == ',' || c == ' ' || c == '\r'; };
-      while (i < line.size() && sep(line[i])) ++i;
-      size_t j = i;
-      while (j < line.size() && !sep(line[j])) ++j;
-      if (j > i) f.emplace_back(line.substr(i, j - i));
-      i = j;
-    }
-    if (f.size() < 3) continue;
-    char* end = nullptr;
-    const double score = std::strtod(f[2].c_str(), &end);
-    if (*end != '\0' || !std::isfinite(score)) continue;
-    out.push_back({normalise(f[0], lowercase), normalise(f[1], lowercase), score});
-  }
-  if (out.empty())
-    tg::cli::fail(fmt::format("{}: no word pair with a score in it (expected lines 'word word score', tab, comma or space "
-                              "separated)", path));
-  return out;
-}
-
-// Analogy accuracy over questions whose four words are all among the 30,000 most frequent (as the
-// original's compute-accuracy).
-struct AnalogyResult {
-  int64_t right = 0, asked = 0, skipped = 0;
-};
-AnalogyResult analogy_accuracy(const tg::Word2Vec& w2v, const std::vector<Question>& questions) {
-  AnalogyResult r;
-  const int64_t limit = std::min<int64_t>(30000, w2v.vocab().size());
-  for (const Question& q : questions) {
-    const bool known = std::all_of(q.begin(), q.end(), [&](const std::string& w) {
-      const int64_t id = w2v.vocab().id(w);
-      return id >= 0 && id < limit;
-    });
-    if (!known) {
-      ++r.skipped;
-      continue;
-    }
-    auto best = w2v.most_similar({q[1], q[2]}, {q[0]}, 1);
-    r.right += !best.empty() && best[0].first == q[3];
-    ++r.asked;
-  }
-  return r;
-}
-
-std::vector<double> ranks(const std::vector<double>& v) {
-  std::vector<size_t> idx(v.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < idx.size();) {
-    size_t j = i;
-    while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) r[idx[k]] = (static_cast<double>(i) + static_cast<double>(j)) / 2.0;  // ties: mean rank
-    i = j + 1;
-  }
-  return r;
-}
-
-// Spearman correlation between the human scores and the cosine similarities of the pairs whose
-// two words are known; rho is NaN when fewer than two are.
-struct SpearmanResult {
-  double rho = NAN;
-  int64_t pairs = 0, skipped = 0;
-};
-SpearmanResult spearman(const tg::Word2Vec& w2v, const std::vector<Scored>& pairs) {
-  SpearmanResult r;
-  std::vector<double> human, model;
-  for (const Scored& p : pairs) {
-    if (w2v.vocab().id(p.a) < 0 || w2v.vocab().id(p.b) < 0) {
-      ++r.skipped;
-      continue;
-    }
-    human.push_back(p.score);
-    model.push_back(w2v.similarity(p.a, p.b));
-  }
-  r.pairs = static_cast<int64_t>(human.size());
-  if (human.size() < 2) return r;
-  const std::vector<double> rh = ranks(human), rm = ranks(model);
-  const double n = static_cast<double>(rh.size());
-  const double mh = std::accumulate(rh.begin(), rh.end(), 0.0) / n, mm = std::accumulate(rm.begin(), rm.end(), 0.0) / n;
-  double sxy = 0, sxx = 0, syy = 0;
-  for (size_t i = 0; i < rh.size(); ++i) {
-    sxy += (rh[i] - mh) * (rm[i] - mm);
-    sxx += (rh[i] - mh) * (rh[i] - mh);
-    syy += (rm[i] - mm) * (rm[i] - mm);
-  }
-  r.rho = sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : NAN;
-  return r;
 }
 
 // ---- The report's word lists ----
@@ -307,8 +159,10 @@ int run(int argc, char** argv) {
   tg::train::check_run_dir(dir, /*resume=*/false, o.overwrite, /*can_resume=*/false).or_throw();
 
   // Evaluation files first: a bad one fails now, not after training.
-  const std::vector<Question> questions = o.analogies.empty() ? std::vector<Question>{} : read_analogies(o.analogies, o.lowercase);
-  const std::vector<Scored> scored = o.similarity.empty() ? std::vector<Scored>{} : read_similarity(o.similarity, o.lowercase);
+  std::vector<tg::text::Analogy> questions;
+  std::vector<tg::text::ScoredPair> scored;
+  if (!o.analogies.empty()) questions = tg::text::read_analogies(o.analogies, o.lowercase).value();
+  if (!o.similarity.empty()) scored = tg::text::read_word_pairs(o.similarity, o.lowercase).value();
 
   // Words; sentences are lines (a window never crosses a line break).
   std::vector<std::string> tokens;
@@ -316,7 +170,7 @@ int run(int argc, char** argv) {
   {
     const std::string text = tg::read_text(o.train).value();
     for (std::string_view line : lines_of(text)) {
-      for (std::string& w : words_of(line, o.lowercase)) tokens.push_back(std::move(w));
+      for (std::string& w : tg::text::normalised_words(line, o.lowercase)) tokens.push_back(std::move(w));
       line_ends.push_back(tokens.size());
     }
   }
@@ -407,9 +261,9 @@ int run(int argc, char** argv) {
   std::vector<std::vector<std::string>> results;
   std::vector<std::pair<std::string, double>> eval;
   if (!questions.empty()) {
-    const AnalogyResult r = analogy_accuracy(w2v, questions);
+    const tg::text::AnalogyResult r = tg::text::evaluate_analogies(w2v, questions);
     if (r.asked > 0) {
-      const double acc = static_cast<double>(r.right) / static_cast<double>(r.asked);
+      const double acc = r.accuracy();
       std::printf("analogies: %.2f%% of %lld questions right (%lld skipped: a word outside the 30,000 most frequent)\n", 100 * acc,
                   static_cast<long long>(r.asked), static_cast<long long>(r.skipped));
       results.push_back({"analogy accuracy", fmt::format("{:.2f}%", 100 * acc),
@@ -425,13 +279,13 @@ int run(int argc, char** argv) {
     eval.emplace_back("analogy_skipped", static_cast<double>(r.skipped));
   }
   if (!scored.empty()) {
-    const SpearmanResult r = spearman(w2v, scored);
-    if (std::isfinite(r.rho)) {
-      std::printf("similarity: Spearman %.4f over %lld pairs (%lld with an unknown word skipped)\n", r.rho,
+    const tg::text::WordPairResult r = tg::text::evaluate_word_pairs(w2v, scored);
+    if (std::isfinite(r.spearman)) {
+      std::printf("similarity: Spearman %.4f over %lld pairs (%lld with an unknown word skipped)\n", r.spearman,
                   static_cast<long long>(r.pairs), static_cast<long long>(r.skipped));
-      results.push_back({"Spearman", fmt::format("{:.4f}", r.rho),
+      results.push_back({"Spearman", fmt::format("{:.4f}", r.spearman),
                          fmt::format("{} pairs; {} skipped (a word not in the vocabulary)", r.pairs, r.skipped)});
-      eval.emplace_back("spearman", r.rho);
+      eval.emplace_back("spearman", r.spearman);
     } else {
       std::printf("similarity: only %lld of the %zu pairs in %s have both words in the vocabulary; no Spearman\n",
                   static_cast<long long>(r.pairs), scored.size(), o.similarity.c_str());
@@ -447,7 +301,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> asked;
   for (size_t i = 0; i < o.query.size();) {
     const size_t j = std::min(o.query.find(',', i), o.query.size());
-    if (std::string w = normalise(std::string_view(o.query).substr(i, j - i), o.lowercase); !w.empty()) asked.push_back(w);
+    if (std::string w = tg::text::normalise_word(std::string_view(o.query).substr(i, j - i), o.lowercase); !w.empty())
+      asked.push_back(w);
     i = j + 1;
   }
   const std::vector<std::string> shown = asked.empty() ? frequent_words(vocab, 12) : asked;
