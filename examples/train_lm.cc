@@ -72,12 +72,6 @@ std::unique_ptr<tg::CausalLM> new_model(const Options& o, const tg::text::Tokeni
       .rope_theta = o.rope_theta, .tie_word_embeddings = true, .bos_id = bos, .eos_id = eos});
 }
 
-// Every self-attention module of the model, in order (for the report's attention maps).
-void find_attention(tg::Module& m, std::vector<tg::MultiHeadAttention*>& out) {
-  if (auto* a = dynamic_cast<tg::MultiHeadAttention*>(&m)) out.push_back(a);
-  for (auto& [name, child] : m.children()) find_attention(*child, out);
-}
-
 // Beside the model: what transformers' AutoTokenizer needs to load OUT/tokenizer.json.
 void write_tokenizer_config(const std::string& dir, const tg::CausalLM& lm, const tg::text::Tokenizer& tok) {
   nlohmann::ordered_json j = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"model_max_length", lm.max_positions()},
@@ -107,22 +101,14 @@ void attention_maps(tg::report::Html& html, tg::CausalLM& model, const tg::text:
                     const Options& o) {
   const int64_t n = std::min<int64_t>({o.context, 40, static_cast<int64_t>(text.size())});
   std::vector<int64_t> ids(text.begin(), text.begin() + n);
-  std::vector<tg::MultiHeadAttention*> attention;
-  find_attention(model.module(), attention);
-  for (auto* a : attention) a->record_weights = true;
-  {
-    tg::NoGradGuard ng;
-    model.module().eval();
-    model.forward(tg::from_vector(ids, {1, n}));
-  }
+  tg::NoGradGuard ng;
+  model.module().eval();
+  const std::vector<Tensor> maps = tg::record_attention(model.module(), [&] { model.forward(tg::from_vector(ids, {1, n})); });
   std::vector<std::string> labels;
   for (int64_t id : ids) labels.push_back(tok.label(id));
-  for (int64_t l = 0; l < static_cast<int64_t>(attention.size()); ++l) {
+  for (size_t l = 0; l < maps.size(); ++l)
     html.heatmap_grid(fmt::format("self-attention, layer {} (rows: queries, columns: keys; causal)", l),
-                      tg::report::head_heatmaps(attention[static_cast<size_t>(l)]->last_weights, fmt::format("layer {}", l),
-                                                labels, labels));
-  }
-  for (auto* a : attention) a->record_weights = false, a->last_weights = Tensor();
+                      tg::report::head_heatmaps(maps[l], fmt::format("layer {}", l), labels, labels));
 }
 
 std::string generate(tg::CausalLM& model, const tg::text::Tokenizer& tok, const Options& o) {

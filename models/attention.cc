@@ -276,4 +276,43 @@ void fix_attention_projections(Module& m, Projections how) {
   }
 }
 
+namespace {
+void collect_attention(Module& m, std::vector<MultiHeadAttention*>& out) {
+  if (auto* a = dynamic_cast<MultiHeadAttention*>(&m)) out.push_back(a);
+  for (auto& [name, child] : m.children()) collect_attention(*child, out);
+}
+}  // namespace
+
+std::vector<MultiHeadAttention*> attention_modules(Module& m) {
+  std::vector<MultiHeadAttention*> out;
+  collect_attention(m, out);
+  return out;
+}
+
+std::vector<Tensor> record_attention(Module& m, const std::function<void()>& forward) {
+  struct Saved {
+    MultiHeadAttention* module;
+    bool record;
+    Tensor last;
+  };
+  std::vector<Saved> saved;
+  for (MultiHeadAttention* a : attention_modules(m)) {
+    saved.push_back({a, a->record_weights, std::move(a->last_weights)});
+    a->record_weights = true;
+    a->last_weights = Tensor();
+  }
+  // Puts every module back as it was, on return or exception.
+  struct Restore {
+    std::vector<Saved>& saved;
+    ~Restore() {
+      for (Saved& s : saved) s.module->record_weights = s.record, s.module->last_weights = std::move(s.last);
+    }
+  } restore{saved};
+  forward();
+  std::vector<Tensor> out;
+  out.reserve(saved.size());
+  for (Saved& s : saved) out.push_back(s.module->last_weights);
+  return out;
+}
+
 }  // namespace tg

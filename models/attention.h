@@ -7,6 +7,7 @@
 // W_Q, W_K, W_V and W_O are four ordinary Linear layers: parameters like any other, randomly
 // initialised, reached by the same backward pass and updated by the same optimizer step as the
 // embedding table. The h heads are the h slices of width d_k = d_model / h of their outputs.
+#include <functional>
 #include <memory>
 
 #include "layers.h"
@@ -114,5 +115,16 @@ enum class Projections { Learned, Identity, Frozen };
 // before the optimizer is made: fixed parameters are not handed to it. Identity needs square
 // projections (not grouped-query attention); anything else throws, naming the parameter.
 void fix_attention_projections(Module& m, Projections how);
+
+// Every MultiHeadAttention inside m (m itself included), in the order the modules were registered
+// (encoder before decoder, layer 0 first; in a layer, self- before cross-attention).
+std::vector<MultiHeadAttention*> attention_modules(Module& m);
+// The attention weights of every MultiHeadAttention inside m during `forward` (transformers'
+// output_attentions=True): one [B, heads, T, S] tensor per module, in attention_modules' order,
+// detached; undefined for a module the forward did not run (the last call's, if it ran twice).
+// Each module's record_weights and last_weights are restored afterwards, also when forward throws.
+// Mode and gradients are the caller's: run it in eval mode to see weights without dropout.
+//   auto maps = tg::record_attention(model, [&] { model.forward(ids); });
+std::vector<Tensor> record_attention(Module& m, const std::function<void()>& forward);
 
 }  // namespace tg

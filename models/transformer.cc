@@ -142,11 +142,10 @@ static void check_ids(const Tensor& ids, int64_t vocab, const char* who) {
 }
 
 static void set_record(Module& m, bool on) {
-  if (auto* a = dynamic_cast<MultiHeadAttention*>(&m)) {
+  for (MultiHeadAttention* a : attention_modules(m)) {
     a->record_weights = on;
     if (!on) a->last_weights = Tensor();
   }
-  for (auto& [n, c] : m.children()) set_record(*c, on);
 }
 
 // ---- Transformer ----
