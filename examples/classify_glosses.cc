@@ -150,20 +150,10 @@ Result word2vec_head(const Data& d, const Options& o) {
   tg::train::Progress progress(static_cast<int64_t>(corpus.size() - sentences.size()) * epochs, "word2vec", "words");
   w2v.train(corpus, [&](const tg::Word2VecProgress& p) { progress.update(p.words_done, "", p.words_done); });
   progress.finish(fmt::format("{} words, {} glosses", w2v.vocab().size(), sentences.size()));
-  const std::vector<float> table = w2v.vectors().to_vector<float>();
   auto features = [&](const std::vector<Example>& v) {
-    std::vector<float> x(v.size() * static_cast<size_t>(dim), 0.0f);
-    for (size_t i = 0; i < v.size(); ++i) {
-      int64_t n = 0;
-      for (const std::string& w : tg::text::word_tokens(v[i].text, true)) {
-        const int64_t id = w2v.vocab().id(w);
-        if (id < 0) continue;
-        for (int64_t k = 0; k < dim; ++k) x[i * static_cast<size_t>(dim) + static_cast<size_t>(k)] += table[static_cast<size_t>(id * dim + k)];
-        ++n;
-      }
-      for (int64_t k = 0; k < dim && n > 0; ++k) x[i * static_cast<size_t>(dim) + static_cast<size_t>(k)] /= static_cast<float>(n);
-    }
-    return tg::from_vector(x, {static_cast<int64_t>(v.size()), dim});
+    std::vector<std::vector<std::string>> words;
+    for (const Example& e : v) words.push_back(tg::text::word_tokens(e.text, /*lowercase=*/true));
+    return w2v.mean_vectors(words);
   };
   Result r = train_head("word2vec (averaged) + linear", features(d.train), labels(d.train), features(d.valid), labels(d.valid),
                         features(d.test), labels(d.test), o);

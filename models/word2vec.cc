@@ -534,6 +534,26 @@ double Word2Vec::similarity(const std::string& a, const std::string& b) const {
   return s;
 }
 
+Tensor Word2Vec::mean_vectors(const std::vector<std::vector<std::string>>& sentences) const {
+  const Tensor table = in_.to(kFloat32);
+  const float* t = table.data<float>();
+  const int64_t n = static_cast<int64_t>(sentences.size()), D = table.size(1);
+  std::vector<float> x(static_cast<size_t>(n * D), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = x.data() + i * D;
+    int64_t known = 0;
+    for (const std::string& w : sentences[static_cast<size_t>(i)]) {
+      const int64_t id = vocab_.id(w);
+      if (id < 0) continue;
+      for (int64_t d = 0; d < D; ++d) row[d] += t[id * D + d];
+      ++known;
+    }
+    if (known > 0)
+      for (int64_t d = 0; d < D; ++d) row[d] /= static_cast<float>(known);
+  }
+  return from_vector(x, {n, D});
+}
+
 // ---- Files ----
 
 Status Word2Vec::save(const std::string& path, bool binary) const {

@@ -106,6 +106,10 @@ class Word2Vec {
                                                            const std::vector<std::string>& negative,
                                                            int64_t k = 10) const;
   double similarity(const std::string& a, const std::string& b) const;  // cosine; tg::Error for unknown words
+  // One row per sentence [n, dim], float32: the mean of the vectors of its words that are in the
+  // vocabulary (gensim's get_mean_vector, unweighted; a sentence-level baseline feature); zeros
+  // for a sentence with none.
+  Tensor mean_vectors(const std::vector<std::vector<std::string>>& sentences) const;
 
   // The original word2vec formats: "V dim\n" then per word "word v1 ... vdim\n" (text) or
   // "word " + dim little-endian float32 + "\n" (binary). Written atomically.

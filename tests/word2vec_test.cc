@@ -385,5 +385,14 @@ TEST(Word2Vec, CorruptFilesAreRejected) {
   EXPECT_TRUE(throws_with([&] { loaded.train({0, 1}); }, {"loaded vectors only"}));
 }
 
+TEST(Word2Vec, MeanVectorsAverageTheKnownWords) {
+  const tg::Word2Vec w2v = tg::parse_word2vec("3 2\nking 1 2\nqueen 3 -4\nman 0.5 0\n", "toy").value();
+  const Tensor m = w2v.mean_vectors({{"king", "queen"}, {"unicorn", "man", "man"}, {}, {"unicorn"}});
+  EXPECT_EQ(m.shape(), (tg::Shape{4, 2}));
+  EXPECT_EQ(m.dtype(), tg::kFloat32);
+  EXPECT_TRUE(close(m, std::vector<double>{2, -1, 0.5, 0, 0, 0, 0, 0}, 0, 0));  // unknown words skipped; none known: zeros
+  EXPECT_EQ(w2v.mean_vectors({}).shape(), (tg::Shape{0, 2}));
+}
+
 }  // namespace
 }  // namespace tgt
