@@ -7,9 +7,15 @@
 #include <numeric>
 
 #include "graph/error.h"
-#include "io/file.h"
+#include "text/readers.h"
 
 namespace tg::text {
+
+namespace {
+// Every line as it is (text/readers.h: \r, a byte-order mark and .gz handled, UTF-8 checked), so
+// that line i + 1 of the file is element i.
+constexpr LineOptions kEveryLine{.trim = false, .skip_empty = false};
+}  // namespace
 
 std::string normalise_word(std::string_view w, bool lowercase) {
   if (!lowercase) return std::string(w);
@@ -28,48 +34,28 @@ std::vector<std::string> normalised_words(std::string_view line, bool lowercase)
   return out;
 }
 
-namespace {
-// Calls fn(line number from 1, line without its '\n' or a trailing '\r').
-template <class Fn>
-void for_each_line(std::string_view text, Fn&& fn) {
-  int64_t n = 0;
-  for (size_t at = 0; at < text.size();) {
-    size_t end = text.find('\n', at);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(at, end - at);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    fn(++n, line);
-    at = end + 1;
-  }
-}
-}  // namespace
-
 Result<std::vector<Analogy>> read_analogies(const std::string& path, bool lowercase) {
-  Result<std::string> text = read_text(path);
-  if (!text.ok()) return text.status();
+  Result<std::vector<std::string>> lines = read_lines(path, kEveryLine);
+  if (!lines.ok()) return lines.status();
   std::vector<Analogy> out;
-  Status bad;
-  for_each_line(*text, [&](int64_t n, std::string_view line) {
-    if (!bad.ok()) return;
+  for (size_t i = 0; i < lines->size(); ++i) {
+    const std::string& line = (*lines)[i];
     std::vector<std::string> w = normalised_words(line, lowercase);
-    if (w.empty() || line.front() == ':') return;  // a blank line or a section header
-    if (w.size() != 4) {
-      bad = io_error("{}: line {}: expected four words (a b c d: a is to b as c is to d), found {}", path, n, w.size());
-      return;
-    }
+    if (w.empty() || line.front() == ':') continue;  // a blank line or a section header
+    if (w.size() != 4)
+      return io_error("{}: line {}: expected four words (a b c d: a is to b as c is to d), found {}", path, i + 1, w.size());
     out.push_back({std::move(w[0]), std::move(w[1]), std::move(w[2]), std::move(w[3])});
-  });
-  if (!bad.ok()) return bad;
+  }
   if (out.empty()) return io_error("{}: no analogy questions in it (lines of four words, as questions-words.txt)", path);
   return out;
 }
 
 Result<std::vector<ScoredPair>> read_word_pairs(const std::string& path, bool lowercase) {
-  Result<std::string> text = read_text(path);
-  if (!text.ok()) return text.status();
+  Result<std::vector<std::string>> lines = read_lines(path, kEveryLine);
+  if (!lines.ok()) return lines.status();
   std::vector<ScoredPair> out;
-  for_each_line(*text, [&](int64_t, std::string_view line) {
-    if (line.empty() || line.front() == '#') return;
+  for (const std::string& line : *lines) {
+    if (line.empty() || line.front() == '#') continue;
     std::vector<std::string> f;
     auto sep = [](char c) { return c == '\t' || c == ',' || c == ' '; };
     for (size_t i = 0; i < line.size();) {
@@ -79,12 +65,12 @@ Result<std::vector<ScoredPair>> read_word_pairs(const std::string& path, bool lo
       if (j > i) f.emplace_back(line.substr(i, j - i));
       i = j;
     }
-    if (f.size() < 3) return;
+    if (f.size() < 3) continue;
     char* end = nullptr;
     const double score = std::strtod(f[2].c_str(), &end);
-    if (*end != '\0' || !std::isfinite(score)) return;  // a header line
+    if (*end != '\0' || !std::isfinite(score)) continue;  // a header line
     out.push_back({normalise_word(f[0], lowercase), normalise_word(f[1], lowercase), score});
-  });
+  }
   if (out.empty())
     return io_error("{}: no word pair with a score in it (expected lines 'word word score', tab, comma or space separated)",
                     path);

@@ -105,18 +105,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_row_avx
   return round_avx512bf16(m == 0xFFFF ? _mm512_loadu_ps(s) : _mm512_maskz_loadu_ps(m, s));
 }
 
-// n float32 values rounded into n bfloat16 values: 64 at a time (rounded in 32-bit lanes, packed
-// two vectors into one with vpackusdw, which interleaves 128-bit lanes, put back in order by one
-// permutation), then 16 at a time, then one masked vector.
+// 32 float32 values (x0, then x1) rounded into 32 bfloat16 values in order: rounded in 32-bit
+// lanes, joined with vpackusdw (which interleaves 128-bit lanes), put back in order by one permutation.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i round_two_avx512bf16(__m512 x0, __m512 x1) {
+  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  return _mm512_permutexvar_epi64(order, _mm512_packus_epi32(round_avx512bf16(x0), round_avx512bf16(x1)));
+}
+
+// n float32 values rounded into n bfloat16 values: 64 at a time, then 16, then one masked vector.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void round_row_avx512bf16(const float* s, uint16_t* d,
                                                                                       int64_t n) {
-  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
   int64_t k = 0;
   for (; k + 64 <= n; k += 64) {
-    const __m512i r0 = round_avx512bf16(_mm512_loadu_ps(s + k)), r1 = round_avx512bf16(_mm512_loadu_ps(s + k + 16));
-    const __m512i r2 = round_avx512bf16(_mm512_loadu_ps(s + k + 32)), r3 = round_avx512bf16(_mm512_loadu_ps(s + k + 48));
-    _mm512_storeu_si512(d + k, _mm512_permutexvar_epi64(order, _mm512_packus_epi32(r0, r1)));
-    _mm512_storeu_si512(d + k + 32, _mm512_permutexvar_epi64(order, _mm512_packus_epi32(r2, r3)));
+    _mm512_storeu_si512(d + k, round_two_avx512bf16(_mm512_loadu_ps(s + k), _mm512_loadu_ps(s + k + 16)));
+    _mm512_storeu_si512(d + k + 32, round_two_avx512bf16(_mm512_loadu_ps(s + k + 32), _mm512_loadu_ps(s + k + 48)));
   }
   for (; k + 16 <= n; k += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + k), _mm512_cvtepi32_epi16(round_avx512bf16(_mm512_loadu_ps(s + k))));
@@ -259,8 +261,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_pairs_a
     x0 = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << std::min<int64_t>(16, n)) - 1), s);
     x1 = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n1) - 1), s + 16);
   }
-  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-  return _mm512_permutexvar_epi64(order, _mm512_packus_epi32(round_avx512bf16(x0), round_avx512bf16(x1)));
+  return round_two_avx512bf16(x0, x1);
 }
 }  // namespace
 
