@@ -2,6 +2,7 @@
 // that take it, and the matrix products on every path this machine has, against a float64
 // reference on bfloat16-rounded inputs; the AMX path's packing, VNNI-2 layout and edge tiles
 // through emulated tiles on every CPU; results independent of the thread count.
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -259,8 +260,20 @@ TEST(BFloat16Gemm, EveryPathThisCpuHasMatchesTheFloat64Reference) {
 
 struct EmulatedTiles {
   alignas(64) unsigned char t[8][16][64];  // 8 tiles of 16 rows x 64 bytes (the configuration tile_amx loads)
+  bool configured = false;                  // between amx_tiles_begin and amx_tiles_end
 };
 thread_local EmulatedTiles tiles;
+std::atomic<int64_t> tiles_unconfigured{0}, tiles_begun{0}, tiles_ended{0};
+void tiles_begin_emulated() {
+  if (tiles.configured) ++tiles_unconfigured;  // configured twice on one thread without a release
+  tiles.configured = true;
+  ++tiles_begun;
+}
+void tiles_end_emulated() {
+  if (!tiles.configured) ++tiles_unconfigured;
+  tiles.configured = false;
+  ++tiles_ended;
+}
 
 void tile_load(int t, const void* p, int64_t stride) {
   for (int r = 0; r < 16; ++r) std::memcpy(tiles.t[t][r], static_cast<const char*>(p) + r * stride, 64);
@@ -289,6 +302,7 @@ void tile_dp(int c, int a, int b) {
 
 void tile_amx_emulated(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
                        bool accumulate) {
+  if (!tiles.configured) ++tiles_unconfigured;  // real AMX: tileloadd without a configuration is a SIGILL
 #define TG_TILE_LOAD(t, ptr, stride) tile_load(t, ptr, stride)
 #define TG_TILE_STORE(t, ptr, stride) tile_store(t, ptr, stride)
 #define TG_TILE_ZERO(n) std::memset(tiles.t[n], 0, sizeof tiles.t[n])
@@ -301,9 +315,16 @@ void tile_amx_emulated(const uint16_t* a, const uint16_t* b, int64_t Kp, float* 
 }
 
 TEST(BFloat16Gemm, AmxKernelBodyOverEmulatedTilesMatchesTheReference) {
-  check_products("amx (emulated)", [](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
-    k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, tile_amx_emulated, k::kAmxRows);
+  tiles_unconfigured = tiles_begun = tiles_ended = 0;
+  const k::Bf16Kernel emulated{tile_amx_emulated, k::kAmxRows, tiles_begin_emulated, tiles_end_emulated};
+  check_products("amx (emulated)", [&](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
+    k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, emulated);
   });
+  // Every tile ran inside its thread's configuration, and every thread released its tiles.
+  EXPECT_EQ(tiles_unconfigured.load(), 0);
+  EXPECT_GT(tiles_begun.load(), 0);
+  EXPECT_EQ(tiles_begun.load(), tiles_ended.load());
+  EXPECT_FALSE(tiles.configured);
 }
 
 TEST(BFloat16Gemm, PackedLayoutsAreRowMajorAndVnniPairs) {

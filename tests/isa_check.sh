@@ -9,7 +9,7 @@
 # Usage: isa_check.sh LIBRARY TG_ARCH
 set -euo pipefail
 lib=$1 arch=$2
-pattern='%tmm|tileloadd|tilestored|tdpbf16ps|ldtilecfg|tilezero|vdpbf16ps|vcvtne2ps2bf16|vcvtneps2bf16'
+pattern='%tmm|tileloadd|tilestored|tdpbf16ps|ldtilecfg|tilerelease|tilezero|vdpbf16ps|vcvtne2ps2bf16|vcvtneps2bf16'
 [ "$arch" = native ] || pattern="$pattern|%zmm"
 objdump -d --no-show-raw-insn -C "$lib" | awk -v pat="$pattern" '
   /^[0-9a-f]+ <.*>:$/ { fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn); next }

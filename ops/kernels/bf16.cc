@@ -342,7 +342,19 @@ bool is_small(int64_t M, int64_t N, int64_t K) { return 2.0 * static_cast<double
 // micro-kernel over every (row tile, panel) pair. Each element of C is summed over all of K by one
 // call, in one order, whatever the thread count.
 void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const uint16_t* bp, float* C, int64_t ldc,
-                    bool accumulate, Bf16TileFn tile, int64_t tile_rows) {
+                    bool accumulate, const Bf16Kernel& kernel) {
+  const int64_t tile_rows = kernel.rows;
+  const Bf16TileFn tile = kernel.tile;
+  // Each thread's share runs between the kernel's begin and end (AMX: configure, release the tiles).
+  struct Scope {
+    const Bf16Kernel& k;
+    explicit Scope(const Bf16Kernel& kernel) : k(kernel) {
+      if (k.begin) k.begin();
+    }
+    ~Scope() {
+      if (k.end) k.end();
+    }
+  };
   const int64_t Kp = bf16_padded_k(K);
   const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
   const int64_t panel_size = Kp * kBf16PanelCols;
@@ -361,6 +373,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   };
   if (blocks >= threads || threads == 1) {
     auto rows_task = [&](int64_t b0, int64_t b1) {
+      const Scope scope(kernel);
       uint16_t* ap = gemm_scratch<uint16_t>(1, a_elems);
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t i0 = blk * mc, rows = std::min(mc, M - i0);
@@ -374,17 +387,20 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
     // Few rows: pack them once, split the panels among the threads.
     uint16_t* ap = gemm_scratch<uint16_t>(1, static_cast<size_t>((M + kBf16RowStep) * Kp));
     pack_a_bf16(a, 0, M, K, ap);
-    parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) { run_block(0, M, ap, q0, q1); });
+    parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) {
+      const Scope scope(kernel);
+      run_block(0, M, ap, q0, q1);
+    });
   }
 }
 }  // namespace
 
 void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-                      bool accumulate, Bf16TileFn tile, int64_t tile_rows) {
+                      bool accumulate, const Bf16Kernel& kernel) {
   const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
   uint16_t* bp = gemm_scratch<uint16_t>(0, static_cast<size_t>(panels * bf16_padded_k(K) * kBf16PanelCols));
   pack_all_panels(b, N, K, bp, is_small(M, N, K));
-  gemm_on_panels(M, N, K, a, bp, C, ldc, accumulate, tile, tile_rows);
+  gemm_on_panels(M, N, K, a, bp, C, ldc, accumulate, kernel);
 }
 
 PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path) {
@@ -427,16 +443,16 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16
     throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_path_name(path) + " path");
   if (packed && (packed->path != path || packed->N != N || packed->K != K))
     throw std::invalid_argument("gemm_bf16: the packed B was made for another shape or path");
-  const Bf16TileFn tile = path == CpuPath::kAmx ? tile_amx : tile_avx512bf16;
-  const int64_t rows = path == CpuPath::kAmx ? kAmxRows : kAvx512Bf16Rows;
+  const Bf16Kernel kernel = path == CpuPath::kAmx ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end}
+                                                   : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows};
   if (path == CpuPath::kPortable) {
     if (!packed) return gemm_portable(M, N, K, a, b, C, ldc, accumulate);
     Bf16Operand a_only = a;
     return gemm_portable(M, N, K, a_only, {packed->rounded.data(), false, packed->trans ? K : N, packed->trans}, C, ldc,
                          accumulate, /*b_rounded=*/true);
   }
-  if (packed) return gemm_on_panels(M, N, K, a, packed->panels.data(), C, ldc, accumulate, tile, rows);
-  gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, tile, rows);
+  if (packed) return gemm_on_panels(M, N, K, a, packed->panels.data(), C, ldc, accumulate, kernel);
+  gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, kernel);
 }
 
 }  // namespace tg::kernels

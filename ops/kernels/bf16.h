@@ -114,14 +114,26 @@ void pack_b_pair_rows_avx512bf16(const Bf16Operand& b, int64_t N, int64_t K, int
 // a: packed rows (row stride Kp), rows <= their kernel's row block; cols <= 32.
 using Bf16TileFn = void (*)(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,
                             int64_t cols, bool accumulate);
+// A micro-kernel with its row block and, for AMX, what each thread runs around its share of one
+// product: `begin` loads the tile configuration, `end` releases the tiles (as oneDNN does), so that
+// another library releasing them on the same thread between two products cannot leave our
+// tileloadd without a configuration (a SIGILL), and no thread keeps 8 KB of tile state once done.
+struct Bf16Kernel {
+  Bf16TileFn tile;
+  int64_t rows;
+  void (*begin)() = nullptr;
+  void (*end)() = nullptr;
+};
 // The blocked driver the ISA paths share, with the micro-kernel given (the tests give an emulated one).
 void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-                      bool accumulate, Bf16TileFn tile, int64_t tile_rows);
+                      bool accumulate, const Bf16Kernel& kernel);
 inline constexpr int64_t kAvx512Bf16Rows = 8;  // rows per avx512_bf16 tile
 inline constexpr int64_t kAmxRows = 32;        // rows per AMX tile block (two 16-row tiles)
 void tile_avx512bf16(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
                      bool accumulate);
 void tile_amx(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
               bool accumulate);
+void amx_tiles_begin();  // _tile_loadconfig of the one configuration tile_amx uses
+void amx_tiles_end();    // _tile_release
 
 }  // namespace tg::kernels

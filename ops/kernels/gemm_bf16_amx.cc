@@ -10,7 +10,8 @@ namespace tg::kernels {
 namespace {
 
 // The tile configuration (palette 1): 8 tiles of 16 rows x 64 bytes, the same for every shape (the
-// packed operands are padded to whole tiles), loaded once per thread.
+// packed operands are padded to whole tiles), loaded by each thread at the start of its share of a
+// product (amx_tiles_begin) and released at its end (amx_tiles_end).
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -19,17 +20,16 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
+const TileConfig tile_config;
+
 }  // namespace
+
+__attribute__((target("amx-tile"))) void amx_tiles_begin() { _tile_loadconfig(&tile_config); }
+__attribute__((target("amx-tile"))) void amx_tiles_end() { _tile_release(); }
 
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) void tile_amx(const uint16_t* a, const uint16_t* b, int64_t Kp,
                                                                     float* C, int64_t ldc, int64_t rows, int64_t cols,
                                                                     bool accumulate) {
-  thread_local bool configured = false;
-  if (!configured) {
-    static const TileConfig config;
-    _tile_loadconfig(&config);
-    configured = true;
-  }
 #define TG_TILE_LOAD(t, ptr, stride) _tile_loadd(t, ptr, stride)
 #define TG_TILE_STORE(t, ptr, stride) _tile_stored(t, ptr, stride)
 #define TG_TILE_ZERO(t) _tile_zero(t)
