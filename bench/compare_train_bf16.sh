@@ -5,14 +5,22 @@
 # markdown table of ms/step and the ratios the mixed-precision issue sets goals on.
 #
 #   TORCH2_PYTHON=/path/to/venv/bin/python bench/compare_train_bf16.sh [build/bench_train] [configs] [torch steps]
+#
+# KEEP_JSON=DIR keeps the raw results there (tg_<config>_<threads>.json, torch.jsonl, torch_ac.jsonl):
+# bench/bf16_goals.sh reads them.
 set -euo pipefail
 BENCH=${1:-build/bench_train}
 CONFIGS=${2:-A,B,C}
 STEPS=${3:-5}
 PY=${TORCH2_PYTHON:-python3}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+if [ -n "${KEEP_JSON:-}" ]; then
+  TMP=$KEEP_JSON
+  mkdir -p "$TMP"
+else
+  TMP=$(mktemp -d)
+  trap 'rm -rf "$TMP"' EXIT
+fi
 echo "- command: \`TORCH2_PYTHON=$PY bench/compare_train_bf16.sh $BENCH $CONFIGS $STEPS\`"
 echo "- CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, bf16 flags:$(grep -m1 '^flags' /proc/cpuinfo | grep -o -w -E 'avx512_bf16|amx_bf16|amx_tile' | sort -u | tr '\n' ' ')"
 echo "- tapegrad: $("$BENCH" --version 2>/dev/null | head -1 || true)$(TG_NUM_THREADS=1 "$(dirname "$BENCH")/train_lm" --version 2>/dev/null)"
