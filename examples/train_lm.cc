@@ -81,22 +81,6 @@ void write_tokenizer_config(const std::string& dir, const tg::CausalLM& lm, cons
   tg::write_file_atomic(dir + "/tokenizer_config.json", j.dump(2) + "\n").or_throw();
 }
 
-// Windows of `context + 1` tokens at stride `context`: window i predicts ids[s+1 .. s+context] from ids[s .. s+context-1].
-struct Windows {
-  const std::vector<int64_t>* ids;
-  int64_t context;
-  std::vector<int64_t> starts;
-  Tensor take(const std::vector<int64_t>& which, int64_t shift) const {
-    std::vector<int64_t> flat;
-    flat.reserve(which.size() * static_cast<size_t>(context));
-    for (int64_t w : which) {
-      const auto at = ids->begin() + starts[static_cast<size_t>(w)] + shift;
-      flat.insert(flat.end(), at, at + context);
-    }
-    return tg::from_vector(flat, {static_cast<int64_t>(which.size()), context});
-  }
-};
-
 void attention_maps(tg::report::Html& html, tg::CausalLM& model, const tg::text::Tokenizer& tok, const std::vector<int64_t>& text,
                     const Options& o) {
   const int64_t n = std::min<int64_t>({o.context, 40, static_cast<int64_t>(text.size())});
@@ -257,17 +241,17 @@ int run(int argc, char** argv) {
               .value();
     tok->save_in(o.out).or_throw();
   }
-  const std::vector<int64_t> train_ids = tok->encode(train_text), valid_ids = tok->encode(valid_text);
   const int64_t T = o.context;
-  if (static_cast<int64_t>(train_ids.size()) < 20 * (T + 1) || static_cast<int64_t>(valid_ids.size()) < T + 1)
+  // Windows of T + 1 tokens at stride T; validation: at most --eval_windows of them, evenly spaced.
+  const tg::text::TokenWindows train(tok->encode(train_text), T), valid(tok->encode(valid_text), T, o.eval_windows);
+  const std::vector<int64_t>& train_ids = train.ids();
+  const std::vector<int64_t>& valid_ids = valid.ids();
+  if (static_cast<int64_t>(train_ids.size()) < 20 * (T + 1) || valid.size() == 0)
     tg::cli::fail(fmt::format("{}: {} training and {} validation tokens are too few for --context {}", o.text, train_ids.size(),
                               valid_ids.size(), T));
   const bool chars = tok->kind() == "char";
   const char* unit = chars ? "char" : "token";
-  Windows train{&train_ids, T, {}}, valid{&valid_ids, T, {}};
-  for (int64_t s = 0; s + T + 1 <= static_cast<int64_t>(train_ids.size()); s += T) train.starts.push_back(s);
-  const int64_t available = (static_cast<int64_t>(valid_ids.size()) - 1) / T, nv = std::min(available, o.eval_windows);
-  for (int64_t j = 0; j < nv; ++j) valid.starts.push_back(j * available / nv * T);
+  const int64_t nv = valid.size();
 
   tg::manual_seed(o.seed);
   std::unique_ptr<tg::CausalLM> lm = new_model(o, *tok);
@@ -275,7 +259,7 @@ int run(int argc, char** argv) {
   tg::AdamW opt(model.named_parameters(), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = o.weight_decay});
   std::printf("train_lm: %s, %zu bytes -> %zu + %zu held-out %ss (vocabulary %lld, %s); %lld windows of %lld; %s, %lld parameters\n",
               o.text.c_str(), text.size(), train_ids.size(), valid_ids.size(), unit, static_cast<long long>(tok->size()),
-              tok->kind().c_str(), static_cast<long long>(train.starts.size()), static_cast<long long>(T), model.type_name().c_str(),
+              tok->kind().c_str(), static_cast<long long>(train.size()), static_cast<long long>(T), model.type_name().c_str(),
               static_cast<long long>(model.num_parameters()));
 
   // What a resumed run must share with the run it continues (--steps, --lr and the rest may change).
@@ -300,9 +284,9 @@ int run(int argc, char** argv) {
                                           .config = config, .tokenizer_fingerprint = tok->fingerprint()});
   trainer.set_schedule(tg::WarmupCosineSchedule{.peak = o.lr, .warmup = o.warmup, .total = std::max(o.steps, o.warmup + 1),
                                                 .min_lr = 0.1 * o.lr});
-  auto lm_step = [&](const Windows& w) {
-    return tg::train::CrossEntropyStep{[&](const std::vector<int64_t>& ids) { return lm->forward(w.take(ids, 0)); },
-                                       [&](const std::vector<int64_t>& ids) { return w.take(ids, 1); }};
+  auto lm_step = [&](const tg::text::TokenWindows& w) {
+    return tg::train::CrossEntropyStep{[&](const std::vector<int64_t>& ids) { return lm->forward(w.inputs(ids)); },
+                                       [&](const std::vector<int64_t>& ids) { return w.targets(ids); }};
   };
   const auto valid_batches = tg::train::sequential_batches(nv, o.batch);
   auto evaluate = [&] { return std::map<std::string, double>{{"valid_loss", trainer.evaluate_loss(valid_batches, lm_step(valid))}}; };
@@ -318,7 +302,7 @@ int run(int argc, char** argv) {
   } else {
     trainer.start(o.overwrite).or_throw();
   }
-  tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(static_cast<int64_t>(train.starts.size()), o.batch), lm_step(train),
+  tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(train.size(), o.batch), lm_step(train),
                                        evaluate);
   if (!tg::dist::is_main()) return r.exit_code();  // process 0 samples and reports
   if (r.diverged() || r.interrupted()) {  // interrupted: the checkpoint is saved; --resume continues

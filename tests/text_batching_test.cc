@@ -1,5 +1,6 @@
 // text/batching.h: length buckets (never over max_tokens, every index once, the translator's old
-// grouping kept), padding masks, sequence-to-sequence batches and stacked encodings.
+// grouping kept), padding masks, sequence-to-sequence batches, stacked encodings and a language
+// model's token windows.
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -146,6 +147,41 @@ TEST(StackEncodings, TensorsAndMasks) {
   EXPECT_EQ(b.attention_mask.to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1, 0, 0, 1, 1, 1, 1, 1}));
   EXPECT_EQ(b.padding_mask.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0}));
   EXPECT_THROW(text::stack_encodings({{{1, 2}, {0}, {1, 1}}}, 0), tg::Error);
+}
+
+TEST(TokenWindows, InputsAndTargetsAreTheWindowShiftedByOne) {
+  std::vector<int64_t> ids(23);
+  std::iota(ids.begin(), ids.end(), 100);
+  const text::TokenWindows w(ids, 5);
+  ASSERT_EQ(w.size(), 4);  // (23 - 1) / 5: windows of 6 tokens at 0, 5, 10, 15
+  EXPECT_EQ(w.start(3), 15);
+  const tg::Tensor x = w.inputs({3, 0}), y = w.targets({3, 0});
+  EXPECT_EQ(x.shape(), tg::Shape({2, 5}));
+  EXPECT_EQ(x.to_vector<int64_t>(), std::vector<int64_t>({115, 116, 117, 118, 119, 100, 101, 102, 103, 104}));
+  EXPECT_EQ(y.to_vector<int64_t>(), std::vector<int64_t>({116, 117, 118, 119, 120, 101, 102, 103, 104, 105}));
+  EXPECT_EQ(text::TokenWindows(std::vector<int64_t>(ids.begin(), ids.begin() + 21), 5).size(), 4);  // 21 = 4 x 5 + 1
+  EXPECT_EQ(text::TokenWindows(std::vector<int64_t>(ids.begin(), ids.begin() + 20), 5).size(), 3);
+}
+
+TEST(TokenWindows, AtMostMaxWindowsEvenlySpaced) {
+  const text::TokenWindows w(std::vector<int64_t>(101, 1), 10, 4);  // 10 available: 0, 2, 5, 7 (x 10)
+  ASSERT_EQ(w.size(), 4);
+  EXPECT_EQ(std::vector<int64_t>({w.start(0), w.start(1), w.start(2), w.start(3)}), std::vector<int64_t>({0, 20, 50, 70}));
+  EXPECT_EQ(text::TokenWindows(std::vector<int64_t>(101, 1), 10, 50).size(), 10);  // fewer available than asked
+}
+
+TEST(TokenWindows, TooFewTokensAndBadArgumentsAreSaid) {
+  EXPECT_EQ(text::TokenWindows({1, 2, 3}, 3).size(), 0);
+  EXPECT_EQ(text::TokenWindows({}, 3).size(), 0);
+  EXPECT_THROW(text::TokenWindows({1, 2, 3}, 0), tg::Error);
+  EXPECT_THROW(text::TokenWindows({1, 2, 3}, 1, -1), tg::Error);
+  const text::TokenWindows w({1, 2, 3, 4}, 1);
+  try {
+    w.inputs({0, 3});
+    FAIL() << "window 3 of 3 accepted";
+  } catch (const tg::Error& e) {
+    EXPECT_STREQ(e.what(), "TokenWindows: window 3 is out of range: there are 3");
+  }
 }
 
 }  // namespace

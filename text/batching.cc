@@ -136,4 +136,29 @@ EncodedBatch stack_encodings(const std::vector<Encoding>& encodings, int64_t pad
   return {from_vector(ids, shape), from_vector(types, shape), from_vector(attend, shape), from_vector(padding, shape, kBool)};
 }
 
+TokenWindows::TokenWindows(std::vector<int64_t> ids, int64_t context, int64_t max_windows)
+    : ids_(std::move(ids)), context_(context) {
+  TG_CHECK(context >= 1, "TokenWindows", "context must be at least 1, not {}", context);
+  TG_CHECK(max_windows >= 0, "TokenWindows", "max_windows must be 0 (all) or positive, not {}", max_windows);
+  const int64_t available = ids_.empty() ? 0 : (static_cast<int64_t>(ids_.size()) - 1) / context;
+  const int64_t n = max_windows > 0 ? std::min(available, max_windows) : available;
+  starts_.reserve(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) starts_.push_back(j * available / n * context);
+}
+
+int64_t TokenWindows::start(int64_t w) const {
+  TG_CHECK(w >= 0 && w < size(), "TokenWindows", "window {} is out of range: there are {}", w, size());
+  return starts_[static_cast<size_t>(w)];
+}
+
+Tensor TokenWindows::take(const std::vector<int64_t>& windows, int64_t shift) const {
+  std::vector<int64_t> flat;
+  flat.reserve(windows.size() * static_cast<size_t>(context_));
+  for (int64_t w : windows) {
+    const auto at = ids_.begin() + start(w) + shift;
+    flat.insert(flat.end(), at, at + context_);
+  }
+  return from_vector(flat, {static_cast<int64_t>(windows.size()), context_});
+}
+
 }  // namespace tg::text

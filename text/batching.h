@@ -1,6 +1,7 @@
 #pragma once
 // Batches of token ids as tensors: length-bucketed grouping of samples, padding with a key-padding
-// mask, and the source/target tensors of a sequence-to-sequence batch.
+// mask, the source/target tensors of a sequence-to-sequence batch, and a language model's windows
+// over one token stream.
 //
 //   auto groups = tg::text::bucket_batches(examples, /*max_tokens=*/1500);   // indices, similar lengths
 //   for (const auto& idx : groups) {
@@ -66,5 +67,29 @@ struct EncodedBatch {
   Tensor ids, type_ids, attention_mask, padding_mask;
 };
 EncodedBatch stack_encodings(const std::vector<Encoding>& encodings, int64_t pad_id);
+
+// A language model's training windows over one token stream (as nanoGPT's and llm.c's loaders):
+// window w starts at start(w) and covers context + 1 tokens; its inputs are the first `context`, its
+// targets the same shifted by one. Windows sit at stride `context` (no input token in two
+// windows); max_windows > 0 keeps that many, evenly spaced over the stream (a validation subset).
+//
+//   tg::text::TokenWindows train(tok.encode(text), /*context=*/64);
+//   loss = cross_entropy(model(train.inputs(batch)), train.targets(batch));   // batch: window indices
+class TokenWindows {
+ public:
+  TokenWindows(std::vector<int64_t> ids, int64_t context, int64_t max_windows = 0);
+  int64_t size() const { return static_cast<int64_t>(starts_.size()); }  // 0 when ids hold fewer than context + 1
+  int64_t context() const { return context_; }
+  int64_t start(int64_t w) const;
+  const std::vector<int64_t>& ids() const { return ids_; }
+  Tensor inputs(const std::vector<int64_t>& windows) const { return take(windows, 0); }   // int64 [n, context]
+  Tensor targets(const std::vector<int64_t>& windows) const { return take(windows, 1); }  // int64 [n, context]
+
+ private:
+  Tensor take(const std::vector<int64_t>& windows, int64_t shift) const;
+  std::vector<int64_t> ids_;
+  int64_t context_;
+  std::vector<int64_t> starts_;
+};
 
 }  // namespace tg::text
