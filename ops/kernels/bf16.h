@@ -22,6 +22,7 @@
 // Kernels know no graph: bfloat16 values are their bits, uint16_t.
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,19 @@ struct Bf16Operand {
   bool trans = false;
 };
 
+// Storage on 64-byte lines: a tile row or a vector load of a packed panel never straddles two lines
+// (std::vector's 16-byte alignment would make every AMX B tile load touch twice the lines).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) { return true; }
+};
+
 // B packed once for repeated products (autocast packs a float32 weight once per optimizer step):
 // on the ISA paths its VNNI-2 panels, on the portable path its bfloat16-rounded values as float32
 // in B's own layout (ld = trans ? K : N).
@@ -64,7 +78,7 @@ struct PackedB {
   CpuPath path = CpuPath::kPortable;
   int64_t N = 0, K = 0;
   bool trans = false;
-  std::vector<uint16_t> panels;
+  std::vector<uint16_t, CacheLineAllocator<uint16_t>> panels;
   std::vector<float> rounded;
 };
 PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path);
