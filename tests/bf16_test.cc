@@ -304,11 +304,13 @@ void tile_amx_emulated(const uint16_t* a, const uint16_t* b, int64_t Kp, float* 
                        bool accumulate) {
   if (!tiles.configured) ++tiles_unconfigured;  // real AMX: tileloadd without a configuration is a SIGILL
 #define TG_TILE_LOAD(t, ptr, stride) tile_load(t, ptr, stride)
+#define TG_TILE_STREAM_LOAD(t, ptr, stride) tile_load(t, ptr, stride)
 #define TG_TILE_STORE(t, ptr, stride) tile_store(t, ptr, stride)
 #define TG_TILE_ZERO(n) std::memset(tiles.t[n], 0, sizeof tiles.t[n])
 #define TG_TILE_DP(c, x, y) tile_dp(c, x, y)
 #include "ops/kernels/amx_tiles.inc"
 #undef TG_TILE_LOAD
+#undef TG_TILE_STREAM_LOAD
 #undef TG_TILE_STORE
 #undef TG_TILE_ZERO
 #undef TG_TILE_DP

@@ -31,11 +31,13 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void tile_amx(const uint16_
                                                                     float* C, int64_t ldc, int64_t rows, int64_t cols,
                                                                     bool accumulate) {
 #define TG_TILE_LOAD(t, ptr, stride) _tile_loadd(t, ptr, stride)
+#define TG_TILE_STREAM_LOAD(t, ptr, stride) _tile_stream_loadd(t, ptr, stride)
 #define TG_TILE_STORE(t, ptr, stride) _tile_stored(t, ptr, stride)
 #define TG_TILE_ZERO(t) _tile_zero(t)
 #define TG_TILE_DP(c, x, y) _tile_dpbf16ps(c, x, y)
 #include "ops/kernels/amx_tiles.inc"
 #undef TG_TILE_LOAD
+#undef TG_TILE_STREAM_LOAD
 #undef TG_TILE_STORE
 #undef TG_TILE_ZERO
 #undef TG_TILE_DP
