@@ -14,7 +14,6 @@
 #include <immintrin.h>
 
 #include <chrono>
-#include <string>
 #include <vector>
 
 #include <fmt/core.h>
@@ -24,12 +23,6 @@
 
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-
 struct Case {
   int64_t steps;      // k steps of 32 per block of C
   int64_t a_blocks;   // distinct A blocks cycled (1: resident)
@@ -38,11 +31,11 @@ struct Case {
 };
 
 // Blocks of `steps` k steps: A packed 2 KB a step (two 16 x 32 tiles), B 2 KB a step (two 16-column
-// tiles of 16 pair rows, 128-byte rows, as the GEMM's panels).
+// tiles of 16 pair rows, 128-byte rows, as the GEMM's panels). The tiles are configured as the
+// kernel configures them (amx_tiles_begin / amx_tiles_end).
 __attribute__((noipa, target("amx-tile,amx-bf16"))) void tile_blocks_amx(const Case& c, int64_t blocks, const uint16_t* A,
                                                                         const uint16_t* B, float* C) {
-  static const TileConfig config;
-  _tile_loadconfig(&config);
+  tg::kernels::amx_tiles_begin();
   constexpr int64_t ldc = 1024;
   for (int64_t it = 0; it < blocks; ++it) {
     const uint16_t* a = A + (it % c.a_blocks) * c.steps * 1024;
@@ -68,7 +61,7 @@ __attribute__((noipa, target("amx-tile,amx-bf16"))) void tile_blocks_amx(const C
       _tile_stored(3, out + 16 * ldc + 16, ldc * 4);
     }
   }
-  _tile_release();
+  tg::kernels::amx_tiles_end();
 }
 
 }  // namespace
@@ -88,13 +81,16 @@ int main(int argc, char** argv) {
     const char* c_names[] = {"none", "hot", "cold"};
     for (int64_t steps : {16, 32}) {
       const int64_t streamed = (1 << 20) / (steps * 2048);  // blocks in 1 MB
-      const std::pair<const char*, std::pair<int64_t, int64_t>> placements[] = {
-          {"l1", {1, 1}}, {"a_resident", {1, streamed}}, {"b_resident", {streamed, 1}}, {"streamed", {streamed, streamed}}};
-      for (const auto& [name, ab] : placements)
+      struct Placement {
+        const char* name;
+        int64_t steps, a_blocks, b_blocks;
+      };
+      std::vector<Placement> placements = {
+          {"a_resident", steps, 1, streamed}, {"b_resident", steps, streamed, 1}, {"streamed", steps, streamed, streamed}};
+      if (steps == 16) placements.insert(placements.begin(), {"l1", 8, 1, 1});  // 16 KB of A and of B, reused
+      for (const Placement& p : placements)
         for (int c_mode = 0; c_mode < 3; ++c_mode) {
-          if (std::string(name) == "l1" && steps != 16) continue;  // once
-          Case c{steps, ab.first, ab.second, c_mode};
-          if (std::string(name) == "l1") c.steps = 8;  // 16 KB of A and 16 KB of B, reused
+          const Case c{p.steps, p.a_blocks, p.b_blocks, c_mode};
           int64_t blocks = 1000;
           auto t0 = std::chrono::steady_clock::now();
           tile_blocks_amx(c, blocks, A.data(), B.data(), C.data());
@@ -108,7 +104,7 @@ int main(int argc, char** argv) {
             best = std::max(best, static_cast<double>(blocks) * c.steps * 4 * 16384.0 / s / 1e9);
           }
           fmt::print("{{\"available\": true, \"operands\": \"{}\", \"k_steps_per_block\": {}, \"c_store\": \"{}\", \"gflops\": {:.0f}}}\n",
-                     name, c.steps, c_names[c_mode], best);
+                     p.name, c.steps, c_names[c_mode], best);
         }
     }
     return 0;
