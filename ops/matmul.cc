@@ -89,15 +89,14 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
       for (int64_t i = 0; i < nb; ++i) one(i);
     }
   } else if (a.dtype() == kBFloat16) {
-    // bfloat16 x bfloat16: float32 sums on the path ops/kernels/bf16.h chose, rounded once to bfloat16.
-    Tensor acc = Tensor::empty(out_shape, kFloat32);
+    // bfloat16 x bfloat16: float32 sums on the path ops/kernels/bf16.h chose, each rounded once to bfloat16.
     const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>());
     const auto* pb = reinterpret_cast<const uint16_t*>(b.data<bfloat16>());
-    float* pc = acc.data<float>();
+    auto* pc = reinterpret_cast<uint16_t*>(out.data<bfloat16>());
     const auto path = static_cast<kernels::CpuPath>(cpu_capability());
     auto one = [&](int64_t i) {
-      kernels::gemm_bf16(M, N, K, {pa + aoff[i] * M * K, true, ac, ta}, {pb + boff[i] * K * N, true, bc, tb}, pc + i * M * N, N,
-                         false, path);
+      kernels::gemm_bf16_to_bf16(M, N, K, {pa + aoff[i] * M * K, true, ac, ta}, {pb + boff[i] * K * N, true, bc, tb},
+                                 pc + i * M * N, N, path);
     };
     if (nb > 1 && M * N * K <= (int64_t{1} << 21)) {
       kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
@@ -106,7 +105,6 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
     } else {
       for (int64_t i = 0; i < nb; ++i) one(i);
     }
-    kernels::float_to_bf16(pc, reinterpret_cast<uint16_t*>(out.data<bfloat16>()), out.numel());
   } else dispatch_float(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();

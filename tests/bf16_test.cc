@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "ops/kernels/bf16.h"
@@ -215,19 +216,26 @@ std::vector<uint16_t> to_bits(const std::vector<float>& v) {
 // against the float64 reference within float32 summation error.
 void check_products(const std::string& what, const std::function<void(int64_t, int64_t, int64_t, const k::Bf16Operand&,
                                                                         const k::Bf16Operand&, float*, int64_t, bool)>& run) {
-  const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {8, 32, 32}, {17, 33, 31}, {33, 31, 65}, {40, 70, 100}, {64, 96, 128}, {5, 200, 300}};
+  // K a multiple of 32 with whole and partial row tiles: a bfloat16 A is read in place there.
+  const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 7},      {8, 32, 32},    {17, 33, 31}, {33, 31, 65},
+                               {40, 70, 100}, {64, 96, 128}, {5, 200, 300}, {72, 40, 64}};
   for (const auto& s : shapes) {
     const int64_t M = s[0], N = s[1], K = s[2];
-    for (int t = 0; t < 4; ++t) {
-      const bool ta = t & 1, tb = t & 2;
+    for (int t = 0; t < 6; ++t) {
+      // t = 4, 5: a plain A stored inside a wider matrix whose extra columns hold NaN (never read).
+      const bool ta = t < 4 && (t & 1), tb = t & 2, wide = t >= 4;
       const std::vector<float> A = random_floats(M * K, 11 + M), B = random_floats(K * N, 17 + N);
-      const std::vector<uint16_t> Ab = to_bits(A), Bb = to_bits(B);
+      const int64_t lda = ta ? M : wide ? K + 8 : K;
+      std::vector<float> As(static_cast<size_t>((ta ? K : M) * lda), std::numeric_limits<float>::quiet_NaN());
+      for (int64_t r = 0; r < (ta ? K : M); ++r)
+        for (int64_t c = 0; c < (ta ? M : K); ++c) As[r * lda + c] = A[r * (ta ? M : K) + c];
+      const std::vector<uint16_t> Ab = to_bits(As), Bb = to_bits(B);
       const std::vector<double> want = reference(M, N, K, A, ta, B, tb);
       for (int bf16_inputs = 0; bf16_inputs < 2; ++bf16_inputs)
         for (int accumulate = 0; accumulate < 2; ++accumulate) {
           const int64_t ldc = N + 3;  // C inside a wider matrix: the columns past N stay untouched
           std::vector<float> C(static_cast<size_t>(M * ldc), 0.5f);
-          k::Bf16Operand a{bf16_inputs ? static_cast<const void*>(Ab.data()) : A.data(), bf16_inputs != 0, ta ? M : K, ta};
+          k::Bf16Operand a{bf16_inputs ? static_cast<const void*>(Ab.data()) : As.data(), bf16_inputs != 0, lda, ta};
           k::Bf16Operand b{bf16_inputs ? static_cast<const void*>(Bb.data()) : B.data(), bf16_inputs != 0, tb ? K : N, tb};
           run(M, N, K, a, b, C.data(), ldc, accumulate != 0);
           for (int64_t i = 0; i < M; ++i)
@@ -252,6 +260,41 @@ TEST(BFloat16Gemm, EveryPathThisCpuHasMatchesTheFloat64Reference) {
     SCOPED_TRACE(k::cpu_path_name(p));
     check_products(k::cpu_path_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
       k::gemm_bf16(M, N, K, a, b, C, ldc, acc, p);
+    });
+  }
+}
+
+// A bfloat16 C holds the float32 product's sums, each rounded once (the bits float_to_bf16 gives),
+// on every path and shape (edge blocks, a bfloat16 A in place or packed, C inside a wider matrix).
+void check_bf16_output(const std::string& what,
+                       const std::function<void(int64_t, int64_t, int64_t, const k::Bf16Operand&, const k::Bf16Operand&,
+                                                float*, uint16_t*, int64_t)>& run) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 31}, {72, 40, 64}, {40, 70, 100}, {64, 96, 128}};
+  for (const auto& s : shapes)
+    for (int bf16_inputs = 0; bf16_inputs < 2; ++bf16_inputs) {
+      const int64_t M = s[0], N = s[1], K = s[2], ldc = N + 5;
+      const std::vector<float> A = random_floats(M * K, 5 + M), B = random_floats(K * N, 7 + N);
+      const std::vector<uint16_t> Ab = to_bits(A), Bb = to_bits(B);
+      const k::Bf16Operand a{bf16_inputs ? static_cast<const void*>(Ab.data()) : A.data(), bf16_inputs != 0, K, false};
+      const k::Bf16Operand b{bf16_inputs ? static_cast<const void*>(Bb.data()) : B.data(), bf16_inputs != 0, N, false};
+      std::vector<float> c32(static_cast<size_t>(M * ldc));
+      std::vector<uint16_t> c16(static_cast<size_t>(M * ldc), 0x7777), want(static_cast<size_t>(M * ldc));
+      run(M, N, K, a, b, c32.data(), nullptr, ldc);
+      run(M, N, K, a, b, nullptr, c16.data(), ldc);
+      k::float_to_bf16(c32.data(), want.data(), M * ldc);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < ldc; ++j)
+          ASSERT_EQ(c16[i * ldc + j], j < N ? want[i * ldc + j] : 0x7777)
+              << what << " M " << M << " N " << N << " K " << K << " bf16 " << bf16_inputs << " at " << i << "," << j;
+    }
+}
+
+TEST(BFloat16Gemm, BFloat16OutputIsTheFloat32SumsRoundedOnEveryPath) {
+  for (k::CpuPath p : paths_here()) {
+    check_bf16_output(k::cpu_path_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* c32, uint16_t* c16,
+                                               int64_t ldc) {
+      if (c32) k::gemm_bf16(M, N, K, a, b, c32, ldc, false, p);
+      else k::gemm_bf16_to_bf16(M, N, K, a, b, c16, ldc, p);
     });
   }
 }
@@ -300,8 +343,8 @@ void tile_dp(int c, int a, int b) {
     }
 }
 
-void tile_amx_emulated(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
-                       bool accumulate) {
+void tile_amx_emulated(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,
+                       int64_t cols, bool accumulate) {
   if (!tiles.configured) ++tiles_unconfigured;  // real AMX: tileloadd without a configuration is a SIGILL
 #define TG_TILE_LOAD(t, ptr, stride) tile_load(t, ptr, stride)
 #define TG_TILE_STREAM_LOAD(t, ptr, stride) tile_load(t, ptr, stride)
@@ -318,10 +361,14 @@ void tile_amx_emulated(const uint16_t* a, const uint16_t* b, int64_t Kp, float* 
 
 TEST(BFloat16Gemm, AmxKernelBodyOverEmulatedTilesMatchesTheReference) {
   tiles_unconfigured = tiles_begun = tiles_ended = 0;
-  const k::Bf16Kernel emulated{tile_amx_emulated, k::kAmxRows, tiles_begin_emulated, tiles_end_emulated};
+  // K in chunks of 64 (the real kernel: 512), so that the shapes here cross chunks.
+  const k::Bf16Kernel emulated{tile_amx_emulated, k::kAmxRows, tiles_begin_emulated, tiles_end_emulated,
+                               k::round_block_bf16_portable, 64};
   check_products("amx (emulated)", [&](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
     k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, emulated);
   });
+  check_bf16_output("amx (emulated)", [&](auto M, auto N, auto K, const auto& a, const auto& b, float* c32, uint16_t* c16,
+                                          int64_t ldc) { k::gemm_bf16_packed(M, N, K, a, b, c32, ldc, false, emulated, c16); });
   // Every tile ran inside its thread's configuration, and every thread released its tiles.
   EXPECT_EQ(tiles_unconfigured.load(), 0);
   EXPECT_GT(tiles_begun.load(), 0);

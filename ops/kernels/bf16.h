@@ -93,6 +93,11 @@ inline void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, con
                       bool accumulate = false) {
   gemm_bf16(M, N, K, a, b, C, ldc, accumulate, cpu_path());
 }
+// The same product with a bfloat16 C (a @ b of bfloat16 tensors): each float32 sum rounded once to
+// nearest even, the bits float_to_bf16 gives the float32 result. On the ISA paths each block of C
+// is rounded as the micro-kernel finishes it, from L1 (no float32 copy of C in memory).
+void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, uint16_t* C,
+                       int64_t ldc, CpuPath path);
 
 // ---- The packed layouts the AVX512-BF16 and AMX paths share (exposed for the tests)
 //
@@ -124,29 +129,40 @@ void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p
 void pack_b_pair_rows_bf16_portable(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
 void pack_b_pair_rows_avx512bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
 
-// The micro-kernels over packed operands: C[rows, cols] (+)= A block rows x Kp times one B panel.
-// a: packed rows (row stride Kp), rows <= their kernel's row block; cols <= 32.
-using Bf16TileFn = void (*)(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,
-                            int64_t cols, bool accumulate);
+// The micro-kernels: C[rows, cols] (+)= A's rows (Kp values each, row stride lda: a packed block,
+// lda = Kp, or a bfloat16 A read in place) times one B panel; rows <= their kernel's row block,
+// cols <= 32. The kernel reads all of its row block's rows (AMX: 32) whatever `rows` is.
+using Bf16TileFn = void (*)(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc,
+                            int64_t rows, int64_t cols, bool accumulate);
+// Rounds a block of float32 values (row stride lds) to bfloat16 (row stride ldd), as float_to_bf16.
+using Bf16RoundFn = void (*)(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
 // A micro-kernel with its row block and, for AMX, what each thread runs around its share of one
 // product: `begin` loads the tile configuration, `end` releases the tiles (as oneDNN does), so that
 // another library releasing them on the same thread between two products cannot leave our
 // tileloadd without a configuration (a SIGILL), and no thread keeps 8 KB of tile state once done.
+// `round` writes a bfloat16 C from the micro-kernel's float32 block. k_chunk (a multiple of 32, or
+// 0 for all of K): K is taken in chunks of that depth, each adding to C (a chunk of the B panel stays
+// in L1 while the row tiles pass); the chunks depend on K alone, so the order of the sums does too.
 struct Bf16Kernel {
   Bf16TileFn tile;
   int64_t rows;
   void (*begin)() = nullptr;
   void (*end)() = nullptr;
+  Bf16RoundFn round = nullptr;
+  int64_t k_chunk = 0;
 };
-// The blocked driver the ISA paths share, with the micro-kernel given (the tests give an emulated one).
+// The blocked driver the ISA paths share, with the micro-kernel given (the tests give an emulated
+// one): into a float32 C (C16 null) or, not accumulating, into a bfloat16 C16 (C null).
 void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-                      bool accumulate, const Bf16Kernel& kernel);
+                      bool accumulate, const Bf16Kernel& kernel, uint16_t* C16 = nullptr);
+void round_block_bf16_portable(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
+void round_block_avx512bf16(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
 inline constexpr int64_t kAvx512Bf16Rows = 8;  // rows per avx512_bf16 tile
 inline constexpr int64_t kAmxRows = 32;        // rows per AMX tile block (two 16-row tiles)
-void tile_avx512bf16(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
-                     bool accumulate);
-void tile_amx(const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
-              bool accumulate);
+void tile_avx512bf16(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,
+                     int64_t cols, bool accumulate);
+void tile_amx(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,
+              int64_t cols, bool accumulate);
 void amx_tiles_begin();  // _tile_loadconfig of the one configuration tile_amx uses
 void amx_tiles_end();    // _tile_release
 

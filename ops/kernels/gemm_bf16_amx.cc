@@ -27,9 +27,9 @@ const TileConfig tile_config;
 __attribute__((target("amx-tile"))) void amx_tiles_begin() { _tile_loadconfig(&tile_config); }
 __attribute__((target("amx-tile"))) void amx_tiles_end() { _tile_release(); }
 
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) void tile_amx(const uint16_t* a, const uint16_t* b, int64_t Kp,
-                                                                    float* C, int64_t ldc, int64_t rows, int64_t cols,
-                                                                    bool accumulate) {
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) void tile_amx(const uint16_t* a, int64_t lda, const uint16_t* b,
+                                                                    int64_t Kp, float* C, int64_t ldc, int64_t rows,
+                                                                    int64_t cols, bool accumulate) {
 #define TG_TILE_LOAD(t, ptr, stride) _tile_loadd(t, ptr, stride)
 #define TG_TILE_STREAM_LOAD(t, ptr, stride) _tile_stream_loadd(t, ptr, stride)
 #define TG_TILE_STORE(t, ptr, stride) _tile_stored(t, ptr, stride)

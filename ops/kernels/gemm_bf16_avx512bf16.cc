@@ -20,7 +20,8 @@ namespace tg::kernels {
 namespace {
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void rows_avx512bf16(
-    const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+    const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
+    bool accumulate) {
   __m512 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -32,7 +33,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void rows
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       int32_t pair;
-      std::memcpy(&pair, a + r * Kp + 2 * p, 4);
+      std::memcpy(&pair, a + r * lda + 2 * p, 4);
       const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
@@ -68,12 +69,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void rows
 // zero padding is not), so a 1-row product (a decoding step, memory-bound) does 2, not 16,
 // vdpbf16ps per k pair.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void tile_avx512bf16(
-    const uint16_t* a, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+    const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows, int64_t cols,
+    bool accumulate) {
   static_assert(kAvx512Bf16Rows == 8);
-  if (rows <= 1) return rows_avx512bf16<1>(a, b, Kp, C, ldc, rows, cols, accumulate);
-  if (rows <= 2) return rows_avx512bf16<2>(a, b, Kp, C, ldc, rows, cols, accumulate);
-  if (rows <= 4) return rows_avx512bf16<4>(a, b, Kp, C, ldc, rows, cols, accumulate);
-  rows_avx512bf16<8>(a, b, Kp, C, ldc, rows, cols, accumulate);
+  if (rows <= 1) return rows_avx512bf16<1>(a, lda, b, Kp, C, ldc, rows, cols, accumulate);
+  if (rows <= 2) return rows_avx512bf16<2>(a, lda, b, Kp, C, ldc, rows, cols, accumulate);
+  if (rows <= 4) return rows_avx512bf16<4>(a, lda, b, Kp, C, ldc, rows, cols, accumulate);
+  rows_avx512bf16<8>(a, lda, b, Kp, C, ldc, rows, cols, accumulate);
 }
 
 // Packing A (bf16.h's pack_a_bf16 calls this when the CPU has AVX-512 F/BW/VL): float32 rounded
@@ -120,6 +122,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void round_row_avx51
     _mm512_storeu_si512(d + k, round_two_avx512bf16(_mm512_loadu_ps(s + k), _mm512_loadu_ps(s + k + 16)));
     _mm512_storeu_si512(d + k + 32, round_two_avx512bf16(_mm512_loadu_ps(s + k + 32), _mm512_loadu_ps(s + k + 48)));
   }
+  for (; k + 32 <= n; k += 32) _mm512_storeu_si512(d + k, round_two_avx512bf16(_mm512_loadu_ps(s + k), _mm512_loadu_ps(s + k + 16)));
   for (; k + 16 <= n; k += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + k), _mm512_cvtepi32_epi16(round_avx512bf16(_mm512_loadu_ps(s + k))));
   if (k < n) {
@@ -128,6 +131,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void round_row_avx51
   }
 }
 }  // namespace
+
+// A bfloat16 C from the micro-kernel's float32 block (bf16.h's Bf16RoundFn), row by row.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void round_block_avx512bf16(const float* src, int64_t lds,
+                                                                                  uint16_t* dst, int64_t ldd,
+                                                                                  int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) round_row_avx512bf16(src + r * lds, dst + r * ldd, cols);
+}
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows,
                                                                              int64_t K, uint16_t* dst) {
