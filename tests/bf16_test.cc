@@ -409,6 +409,26 @@ TEST(BFloat16Gemm, PackedLayoutsAreRowMajorAndVnniPairs) {
       ASSERT_EQ(rows[r * 32 + kk], r < 2 && kk < K ? bfloat16::round_bits(B[kk * N + 1 + r]) : 0) << r << "," << kk;
 }
 
+// The AVX-512 rounding of C's blocks (vcvtne2ps2bf16, software where a value is subnormal) writes
+// the portable bits: ties, subnormals among normal values, NaNs, infinities, rows of any length.
+TEST(BFloat16Gemm, VectorizedRoundingOfCWritesThePortableBits) {
+  if (static_cast<int>(k::best_cpu_path()) < static_cast<int>(k::CpuPath::kAvx512Bf16))
+    GTEST_SKIP() << "no AVX-512 with BF16 on this CPU";
+  const float special[] = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-7f, 0x1p-130f, -0x1.fffffep-127f,
+                           3.4028235e38f, -3.4028235e38f, INFINITY, -INFINITY, std::bit_cast<float>(0x7F800001u),
+                           std::bit_cast<float>(0xFFC12345u), std::bit_cast<float>(0x7FBFFFFFu), 1e-40f, 0x1p-126f};
+  for (int64_t cols : {1, 17, 32, 45, 64}) {
+    const int64_t rows = 6, lds = cols + 3, ldd = cols + 5;
+    std::vector<float> x = random_floats(rows * lds, 9 + cols);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] = special[(i / 7) % std::size(special)];
+    for (int64_t c = 0; c < cols; ++c) x[c] = 1.5f + static_cast<float>(c);  // row 0: no subnormal (the instruction's path)
+    std::vector<uint16_t> want(static_cast<size_t>(rows * ldd), 0xABCD), got = want;
+    k::round_block_bf16_portable(x.data(), lds, want.data(), ldd, rows, cols);
+    k::round_block_avx512bf16(x.data(), lds, got.data(), ldd, rows, cols);
+    ASSERT_EQ(got, want) << "cols " << cols;
+  }
+}
+
 TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {
   if (static_cast<int>(k::best_cpu_path()) < static_cast<int>(k::CpuPath::kAvx512Bf16))
     GTEST_SKIP() << "no AVX-512 with BF16 on this CPU: the AVX-512 packing cannot run here";

@@ -53,7 +53,7 @@ namespace {
 struct CpuFeatures {
   bool avx512 = false;       // F, BW, VL with the OS saving zmm state
   bool avx512_bf16 = false;  // and AVX512_BF16
-  bool amx_cpu = false;      // AMX-TILE and AMX-BF16 in CPUID, with the OS saving tile state
+  bool amx_cpu = false;      // AMX-TILE, AMX-BF16 (and AVX512-BF16) in CPUID, with the OS saving tile state
   bool amx = false;          // and Linux granted this process the tile data
 };
 
@@ -76,7 +76,7 @@ CpuFeatures detect() {
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
   f.avx512_bf16 = f.avx512 && bf16;
-  f.amx_cpu = f.avx512 && amx_tile && amx_bf16 && os_tiles;
+  f.amx_cpu = f.avx512_bf16 && amx_tile && amx_bf16 && os_tiles;  // C is rounded with vcvtne2ps2bf16
   if (f.amx_cpu) {
     // Linux (5.16+) hands out the 8 KB tile state only on request, once per process.
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;

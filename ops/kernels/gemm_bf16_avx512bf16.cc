@@ -132,11 +132,27 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void round_row_avx51
 }
 }  // namespace
 
-// A bfloat16 C from the micro-kernel's float32 block (bf16.h's Bf16RoundFn), row by row.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void round_block_avx512bf16(const float* src, int64_t lds,
-                                                                                  uint16_t* dst, int64_t ldd,
-                                                                                  int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) round_row_avx512bf16(src + r * lds, dst + r * ldd, cols);
+// A bfloat16 C from the micro-kernel's float32 block (bf16.h's Bf16RoundFn), row by row, 32 values
+// at a time by vcvtne2ps2bf16 (round to nearest even; a NaN quieted as the software rounding does)
+// unless one of them is subnormal, which the instruction flushes to zero: those 32 in software.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_block_avx512bf16(const float* src, int64_t lds,
+                                                                                             uint16_t* dst, int64_t ldd,
+                                                                                             int64_t rows, int64_t cols) {
+  const __m512i exponent = _mm512_set1_epi32(0x7F800000), mantissa = _mm512_set1_epi32(0x007FFFFF);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * lds;
+    uint16_t* d = dst + r * ldd;
+    int64_t c = 0;
+    for (; c + 32 <= cols; c += 32) {
+      const __m512 x0 = _mm512_loadu_ps(s + c), x1 = _mm512_loadu_ps(s + c + 16);
+      const __m512i u0 = _mm512_castps_si512(x0), u1 = _mm512_castps_si512(x1);
+      const __mmask16 sub0 = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u0, exponent), u0, mantissa);
+      const __mmask16 sub1 = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u1, exponent), u1, mantissa);
+      if ((sub0 | sub1) != 0) _mm512_storeu_si512(d + c, round_two_avx512bf16(x0, x1));
+      else _mm512_storeu_si512(d + c, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+    }
+    if (c < cols) round_row_avx512bf16(s + c, d + c, cols - c);
+  }
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows,
@@ -208,18 +224,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_pair_rows_avx51
                                                                                        uint16_t* dst) {
   constexpr int64_t W = kBf16PanelCols;
   const int64_t panels = (N + W - 1) / W, panel_size = bf16_padded_k(K) * W;
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t k = 2 * p;
-    for (int64_t q = 0; q < panels; ++q) {
-      uint16_t* d = dst + q * panel_size + p * 2 * W;
-      for (int h = 0; h < 2; ++h) {  // columns 16h .. 16h + 15 of the panel
-        const int64_t j = q * W + 16 * h, n = std::clamp<int64_t>(N - j, 0, 16);
-        const __mmask16 m = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-        const __m512i lo = k < K ? load_row_avx512bf16(b, k, j, m) : _mm512_setzero_si512();
-        const __m512i hi = k + 1 < K ? load_row_avx512bf16(b, k + 1, j, m) : _mm512_setzero_si512();
-        _mm512_storeu_si512(d + 32 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  // 8 pair rows at a time, panel by panel: each panel gets 1 KB written contiguously. (Pair row by
+  // pair row, the writes went to all panels in turn, Kp * 64 bytes apart: at K = 1024 every one of
+  // them in the same L1 set. One core, bf16 1024^3: the packing ran at 10 GB/s.)
+  for (int64_t g = p0; g < p1; g += 8) {
+    const int64_t g1 = std::min(p1, g + 8);
+    for (int64_t q = 0; q < panels; ++q)
+      for (int64_t p = g; p < g1; ++p) {
+        const int64_t k = 2 * p;
+        uint16_t* d = dst + q * panel_size + p * 2 * W;
+        for (int h = 0; h < 2; ++h) {  // columns 16h .. 16h + 15 of the panel
+          const int64_t j = q * W + 16 * h, n = std::clamp<int64_t>(N - j, 0, 16);
+          const __mmask16 m = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+          const __m512i lo = k < K ? load_row_avx512bf16(b, k, j, m) : _mm512_setzero_si512();
+          const __m512i hi = k + 1 < K ? load_row_avx512bf16(b, k + 1, j, m) : _mm512_setzero_si512();
+          _mm512_storeu_si512(d + 32 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
       }
-    }
   }
 }
 
