@@ -216,7 +216,7 @@ std::vector<uint16_t> to_bits(const std::vector<float>& v) {
 // against the float64 reference within float32 summation error.
 void check_products(const std::string& what, const std::function<void(int64_t, int64_t, int64_t, const k::Bf16Operand&,
                                                                         const k::Bf16Operand&, float*, int64_t, bool)>& run) {
-  // K a multiple of 32 with whole and partial row tiles: a bfloat16 A is read in place there.
+  // K a multiple of 32 with whole and partial row tiles (the AMX row tile is 32 rows).
   const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 7},      {8, 32, 32},    {17, 33, 31}, {33, 31, 65},
                                {40, 70, 100}, {64, 96, 128}, {5, 200, 300}, {72, 40, 64}};
   for (const auto& s : shapes) {
@@ -361,9 +361,10 @@ void tile_amx_emulated(const uint16_t* a, int64_t lda, const uint16_t* b, int64_
 
 TEST(BFloat16Gemm, AmxKernelBodyOverEmulatedTilesMatchesTheReference) {
   tiles_unconfigured = tiles_begun = tiles_ended = 0;
-  // K in chunks of 64 (the real kernel: 512), so that the shapes here cross chunks.
+  // K in chunks of 64 (the real kernel: 512), so that the shapes here cross chunks; A's packed rows
+  // padded as the real kernel's, in blocks of 8 KB (at least one row tile), so that M spans several.
   const k::Bf16Kernel emulated{tile_amx_emulated, k::kAmxRows, tiles_begin_emulated, tiles_end_emulated,
-                               k::round_block_bf16_portable, 64};
+                               k::round_block_bf16_portable, 64, 32, 8 << 10};
   check_products("amx (emulated)", [&](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
     k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, emulated);
   });
@@ -403,7 +404,7 @@ TEST(BFloat16Gemm, PackedLayoutsAreRowMajorAndVnniPairs) {
       ASSERT_EQ(panel[(kk / 2) * 64 + c * 2 + (kk & 1)], want) << kk << "," << c;
     }
   std::vector<uint16_t> rows(32 * 32, 0xFFFF);
-  k::pack_a_bf16({B.data(), false, N, true}, 1, 2, K, rows.data());  // op(A) = B^T: rows 1, 2 of it
+  k::pack_a_bf16({B.data(), false, N, true}, 1, 2, K, rows.data(), 32);  // op(A) = B^T: rows 1, 2 of it
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t kk = 0; kk < 32; ++kk)
       ASSERT_EQ(rows[r * 32 + kk], r < 2 && kk < K ? bfloat16::round_bits(B[kk * N + 1 + r]) : 0) << r << "," << kk;
@@ -446,14 +447,16 @@ TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {
         // op(A) is rows x K: the stored matrix, or its transpose.
         const int64_t M = trans ? stored_cols : stored_rows, K = trans ? stored_rows : stored_cols;
         const k::Bf16Operand a{is_bf16 ? static_cast<const void*>(xb.data()) : x.data(), is_bf16 != 0, stored_cols, trans != 0};
-        for (const auto& [i0, rows] : {std::pair<int64_t, int64_t>{0, M}, {M / 3, M - M / 3}, {M - 1, 1}}) {
-          const size_t n = static_cast<size_t>((rows + k::kBf16RowStep) * k::bf16_padded_k(K));
-          std::vector<uint16_t> want(n, 0xABCD), got(n, 0xABCD);
-          k::pack_a_bf16_portable(a, i0, rows, K, want.data());
-          k::pack_a_avx512bf16(a, i0, rows, K, got.data());
-          ASSERT_EQ(got, want) << "stored " << stored_rows << "x" << stored_cols << " trans " << trans << " bf16 " << is_bf16
-                               << " rows " << i0 << "+" << rows;
-        }
+        for (const auto& [i0, rows] : {std::pair<int64_t, int64_t>{0, M}, {M / 3, M - M / 3}, {M - 1, 1}})
+          for (int64_t pad : {0, 32}) {  // packed rows Kp apart, or Kp + 32 (the AMX driver's)
+            const int64_t ldd = k::bf16_padded_k(K) + pad;
+            const size_t n = static_cast<size_t>((rows + k::kBf16RowStep) * ldd);
+            std::vector<uint16_t> want(n, 0xABCD), got(n, 0xABCD);
+            k::pack_a_bf16_portable(a, i0, rows, K, want.data(), ldd);
+            k::pack_a_avx512bf16(a, i0, rows, K, got.data(), ldd);
+            ASSERT_EQ(got, want) << "stored " << stored_rows << "x" << stored_cols << " trans " << trans << " bf16 "
+                                 << is_bf16 << " rows " << i0 << "+" << rows << " pad " << pad;
+          }
         if (trans) {
           // The stored matrix as a transposed op(B) (x Wᵀ: K = stored columns, N = stored rows),
           // one panel at a time, the last one part empty.

@@ -160,12 +160,12 @@ inline uint16_t operand_at(const Bf16Operand& x, int64_t r, int64_t c) {
 }
 }  // namespace
 
-void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst) {
-  if (features().avx512) return pack_a_avx512bf16(a, i0, rows, K, dst);
-  pack_a_bf16_portable(a, i0, rows, K, dst);
+void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd) {
+  if (features().avx512) return pack_a_avx512bf16(a, i0, rows, K, dst, ldd);
+  pack_a_bf16_portable(a, i0, rows, K, dst, ldd);
 }
 
-void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst) {
+void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd) {
   const int64_t Kp = bf16_padded_k(K);
   const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
   if (a.trans) {
@@ -186,12 +186,12 @@ void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_
             for (int64_t rr = 0; rr < rn; ++rr) block[rr][kk] = round_to_bf16(s[rr]);
           }
         }
-        for (int64_t rr = 0; rr < rn; ++rr) std::memcpy(dst + (r0 + rr) * Kp + k0, block[rr], static_cast<size_t>(kn) * 2);
+        for (int64_t rr = 0; rr < rn; ++rr) std::memcpy(dst + (r0 + rr) * ldd + k0, block[rr], static_cast<size_t>(kn) * 2);
       }
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
-    uint16_t* d = dst + r * Kp;
+    uint16_t* d = dst + r * ldd;
     const int64_t i = i0 + r;
     if (!a.trans && a.is_bf16) {
       std::memcpy(d, static_cast<const uint16_t*>(a.data) + i * a.ld, static_cast<size_t>(K) * 2);
@@ -201,7 +201,7 @@ void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_
     }
     std::fill(d + K, d + Kp, uint16_t{0});
   }
-  std::fill(dst + rows * Kp, dst + padded * Kp, uint16_t{0});
+  for (int64_t r = rows; r < padded; ++r) std::fill(dst + r * ldd, dst + r * ldd + Kp, uint16_t{0});
 }
 
 void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst) {
@@ -338,17 +338,17 @@ void pack_all_panels(const Bf16Operand& b, int64_t N, int64_t K, uint16_t* bp, b
 
 bool is_small(int64_t M, int64_t N, int64_t K) { return 2.0 * static_cast<double>(M) * N * K < 2.0e5; }
 
-// The most rows of A packed (and of C written) at a time: a block of 128 rows of A stays in L2.
-constexpr int64_t kMaxRowBlock = 128;
+// The most rows of A packed (and of C written) at a time.
+constexpr int64_t kMaxRowBlock = 256;
 
-// A packed block of `rows` rows of op(A) (padded to whole row steps, with room to spare).
-size_t a_scratch_elems(int64_t rows, int64_t Kp) { return static_cast<size_t>((rows + kBf16RowStep) * Kp); }
+// A packed block of `rows` rows of op(A), row stride ld (padded to whole row steps, with room to spare).
+size_t a_scratch_elems(int64_t rows, int64_t ld) { return static_cast<size_t>((rows + kBf16RowStep) * ld); }
 
-// The products over packed panels of B: A packed a block of rows at a time (per thread), then the
-// micro-kernel over every (row tile, panel) pair. Each element of C is summed over all of K by one
-// call, in one order, whatever the thread count. A bfloat16 A whose K is a whole number of tile
-// depths is not packed: its whole row tiles are read in place (only a last, partial one is packed).
-// With C16, each block the kernel finishes is rounded into the bfloat16 C from a local buffer.
+// The products over packed panels of B: A packed a block of rows at a time (per thread; a bfloat16
+// A too, so that its rows are kernel.a_pad values further apart than Kp), then the micro-kernel
+// over every (row tile, panel) pair, K in chunks. Each element of C is summed in one order whatever
+// the thread count. With C16, each row block of a panel is rounded into the bfloat16 C from a local
+// buffer once its sums are complete.
 void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const uint16_t* bp, float* C, int64_t ldc,
                     bool accumulate, const Bf16Kernel& kernel, uint16_t* C16 = nullptr) {
   const int64_t tile_rows = kernel.rows;
@@ -366,38 +366,32 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   const int64_t Kp = bf16_padded_k(K);
   const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
   const int64_t panel_size = Kp * kBf16PanelCols;
-  const bool in_place = a.is_bf16 && !a.trans && K == Kp;
+  const int64_t ald = Kp + kernel.a_pad;  // packed A's row stride
   const int threads = is_small(M, N, K) ? 1 : num_threads();
-  // Row blocks of at most 128 rows (A block in L2), at least as many as threads when M allows.
+  // Row blocks that fill the kernel's L2 budget for A (or 128 rows), at least as many blocks as
+  // threads when M allows.
+  const int64_t budget_rows = kernel.a_block_bytes > 0 ? kernel.a_block_bytes / (ald * 2) / tile_rows * tile_rows : 128;
+  const int64_t max_rows = std::clamp<int64_t>(budget_rows, tile_rows, kMaxRowBlock);
   const int64_t even = (M + threads - 1) / threads;
-  const int64_t mc = std::max<int64_t>(tile_rows, std::min<int64_t>(kMaxRowBlock, (even + tile_rows - 1) / tile_rows * tile_rows));
+  const int64_t mc = std::max<int64_t>(tile_rows, std::min<int64_t>(max_rows, (even + tile_rows - 1) / tile_rows * tile_rows));
   const int64_t blocks = (M + mc - 1) / mc;
-  // Rows [i0, i0 + rows) of op(A) ready for the kernel: in place, or packed into ap (all of them, or
-  // in place the whole tiles and packed the rest). Returns how many rows are read in place.
-  auto prepare = [&](int64_t i0, int64_t rows, uint16_t* ap) {
-    const int64_t whole = in_place ? rows / tile_rows * tile_rows : 0;
-    if (whole < rows) pack_a_bf16(a, i0 + whole, rows - whole, K, ap);
-    return whole;
-  };
   // K in chunks of kc (a multiple of the tile depth): where K is deep, a chunk of the panel stays in
   // L1 while the row tiles stream past it, each adding its chunk's sums to C (in cache: a row block
   // of one panel). The chunks are fixed by K alone, so the order of the sums is too.
   const int64_t kc = kernel.k_chunk > 0 ? std::min(Kp, kernel.k_chunk) : Kp;
-  // Rows [i0, i0 + rows) (at most kMaxRowBlock) of C over panels [q0, q1): op(A)'s rows below
-  // `packed_from` read in place, the others from ap (whose first row is row packed_from).
-  auto run_block = [&](int64_t i0, int64_t rows, const uint16_t* ap, int64_t packed_from, int64_t q0, int64_t q1) {
+  // Rows [i0, i0 + rows) (at most kMaxRowBlock) of C over panels [q0, q1), from the packed rows ap.
+  auto run_block = [&](int64_t i0, int64_t rows, const uint16_t* ap, int64_t q0, int64_t q1) {
     alignas(64) float block[kMaxRowBlock * kBf16PanelCols];  // C16's float32 sums for one panel
-    const uint16_t* a_rows = static_cast<const uint16_t*>(a.data);
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t j = q * kBf16PanelCols, cols = std::min(kBf16PanelCols, N - j);
       for (int64_t k0 = 0; k0 < Kp; k0 += kc) {
         const int64_t klen = std::min(kc, Kp - k0);
         const uint16_t* bq = bp + q * panel_size + k0 * kBf16PanelCols;  // pair rows from k0 / 2
         for (int64_t r = 0; r < rows; r += tile_rows) {
-          const int64_t i = i0 + r, lda = i < packed_from ? a.ld : Kp, n = std::min(tile_rows, rows - r);
-          const uint16_t* at = (i < packed_from ? a_rows + i * a.ld : ap + (i - packed_from) * Kp) + k0;
-          if (C16 == nullptr) tile(at, lda, bq, klen, C + (i0 + r) * ldc + j, ldc, n, cols, accumulate || k0 > 0);
-          else tile(at, lda, bq, klen, block + r * kBf16PanelCols, kBf16PanelCols, n, cols, k0 > 0);
+          const uint16_t* at = ap + r * ald + k0;
+          const int64_t n = std::min(tile_rows, rows - r);
+          if (C16 == nullptr) tile(at, ald, bq, klen, C + (i0 + r) * ldc + j, ldc, n, cols, accumulate || k0 > 0);
+          else tile(at, ald, bq, klen, block + r * kBf16PanelCols, kBf16PanelCols, n, cols, k0 > 0);
         }
       }
       if (C16) kernel.round(block, kBf16PanelCols, C16 + i0 * ldc + j, ldc, rows, cols);
@@ -406,21 +400,22 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   if (blocks >= threads || threads == 1) {
     auto rows_task = [&](int64_t b0, int64_t b1) {
       const Scope scope(kernel);
-      uint16_t* ap = gemm_scratch<uint16_t>(1, a_scratch_elems(mc, Kp));
+      uint16_t* ap = gemm_scratch<uint16_t>(1, a_scratch_elems(mc, ald));
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t i0 = blk * mc, rows = std::min(mc, M - i0);
-        run_block(i0, rows, ap, i0 + prepare(i0, rows, ap), 0, panels);
+        pack_a_bf16(a, i0, rows, K, ap, ald);
+        run_block(i0, rows, ap, 0, panels);
       }
     };
     if (threads == 1) rows_task(0, blocks);
     else parallel_for(0, blocks, 1, rows_task);
   } else {
     // Few rows: pack them once, split the panels among the threads.
-    uint16_t* ap = gemm_scratch<uint16_t>(1, a_scratch_elems(M, Kp));
-    const int64_t whole = prepare(0, M, ap);
+    uint16_t* ap = gemm_scratch<uint16_t>(1, a_scratch_elems(M, ald));
+    pack_a_bf16(a, 0, M, K, ap, ald);
     parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) {
       const Scope scope(kernel);
-      for (int64_t i0 = 0; i0 < M; i0 += kMaxRowBlock) run_block(i0, std::min(kMaxRowBlock, M - i0), ap, whole, q0, q1);
+      for (int64_t i0 = 0; i0 < M; i0 += kMaxRowBlock) run_block(i0, std::min(kMaxRowBlock, M - i0), ap + i0 * ald, q0, q1);
     });
   }
 }
@@ -469,10 +464,15 @@ void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, Packe
 
 namespace {
 Bf16Kernel isa_kernel(CpuPath path) {
-  // AMX: K in chunks of 512 (a 32 KB chunk of the panel in L1; one core, bfloat16 1024^3: +10-12%
-  // over whole K, alternating runs). AVX512-BF16: whole K (its tuning on Zen 4 and 5 is unchanged).
-  return path == CpuPath::kAmx ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512}
-                               : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0};
+  // AMX (measured on the Intel Xeon VM, one core, alternating runs; bench/RESULTS.md): K in chunks of
+  // 512 (a 32 KB chunk of the panel in L1: bf16 1024^3 +10-12% over whole K); A's packed rows 64
+  // bytes further apart than Kp (bench/amx_tile_loop's a_stride cases: rows 2 KB apart 684 GFLOP/s,
+  // 2 KB + 64 bytes 1,238; 4 KB 526, 4 KB + 64 935); row blocks of up to 544 KB of A (256 rows at
+  // K = 1024, 128 at 2048: B's chunk serves twice the row tiles). Those two together: bf16 1024^3
+  // +10-20%. AVX512-BF16: whole K, 128-row blocks, rows Kp apart (its Zen 4 and 5 tuning, unchanged).
+  return path == CpuPath::kAmx
+             ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 32, 544 << 10}
+             : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, 0};
 }
 }  // namespace
 

@@ -156,12 +156,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_block
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows,
-                                                                             int64_t K, uint16_t* dst) {
+                                                                             int64_t K, uint16_t* dst, int64_t ldd) {
   const int64_t Kp = bf16_padded_k(K);
   const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
   if (!a.trans) {
     for (int64_t r = 0; r < rows; ++r) {
-      uint16_t* d = dst + r * Kp;
+      uint16_t* d = dst + r * ldd;
       if (a.is_bf16) {
         std::memcpy(d, static_cast<const uint16_t*>(a.data) + (i0 + r) * a.ld, static_cast<size_t>(K) * 2);
       } else {
@@ -201,19 +201,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(cons
         for (int q = 0; q < 8; ++q) _mm512_store_si512(lanes[q], u[q]);
         for (int64_t rr = 0; rr < rn; ++rr) {
           const int64_t L = rr / 4, j = rr % 4;
-          uint16_t* d = dst + (r0 + rr) * Kp + k0;
+          uint16_t* d = dst + (r0 + rr) * ldd + k0;
           std::memcpy(d, &lanes[j][4 * L], 16);
           std::memcpy(d + 8, &lanes[4 + j][4 * L], 16);
         }
       }
       for (int64_t rr = 0; rr < rn; ++rr) {
-        uint16_t* d = dst + (r0 + rr) * Kp;
+        uint16_t* d = dst + (r0 + rr) * ldd;
         const int64_t written = (K + 15) / 16 * 16;
         std::memset(d + written, 0, static_cast<size_t>(Kp - written) * 2);
       }
     }
   }
-  std::memset(dst + rows * Kp, 0, static_cast<size_t>((padded - rows) * Kp) * 2);
+  for (int64_t r = rows; r < padded; ++r) std::memset(dst + r * ldd, 0, static_cast<size_t>(Kp) * 2);
 }
 
 // Pair rows [p0, p1) of every panel of a plain op(B) (bf16.h's pack_b_pair_rows_bf16 calls this
