@@ -4,6 +4,7 @@
 //   BM_f32/M/N/K/tb       tg::matmul of float32 tensors (the float32 GEMM)
 //   BM_bf16/M/N/K/tb      tg::matmul of bfloat16 tensors (float32 sums, bfloat16 output), as a @ b
 //   BM_autocast/M/N/K/tb  float32 tensors through the bfloat16 kernel (rounded while packed), float32 output
+//   BM_*_batched/B/T/D    B products of T x T x D (attention's scores, 16 sequences x 8 heads)
 // Shapes: squares, and the products of training step C (d_model 512, FFN 2048, 1024 tokens):
 // x Wᵀ forward (tb = 1), dX = G W (tb = 0), and dW = Gᵀ X (ta: BM_*_ta).
 //   build/bench_bf16 [--benchmark_filter=...]   (TG_NUM_THREADS=1 for one core)
@@ -71,6 +72,24 @@ void BM_autocast_ta(benchmark::State& state) {
   finish(state, 2.0 * M * N * K);
 }
 
+// Attention's products in training (dropout keeps the weights, so no fused kernel): batch x heads
+// products of T x T x d (scores Q Kᵀ) through tg::matmul, float32 and under autocast.
+void BM_f32_batched(benchmark::State& state) {
+  const int64_t B = state.range(0), T = state.range(1), D = state.range(2);
+  tg::manual_seed(0);
+  Tensor q = tg::randn({B, T, D}), k = tg::randn({B, T, D});
+  for (auto _ : state) benchmark::DoNotOptimize(tg::matmul(q, k, false, true).raw_data());
+  finish(state, 2.0 * B * T * T * D);
+}
+void BM_autocast_batched(benchmark::State& state) {
+  const int64_t B = state.range(0), T = state.range(1), D = state.range(2);
+  tg::manual_seed(0);
+  Tensor q = tg::randn({B, T, D}), k = tg::randn({B, T, D});
+  tg::AutocastGuard guard(tg::kBFloat16);
+  for (auto _ : state) benchmark::DoNotOptimize(tg::matmul(q, k, false, true).raw_data());
+  finish(state, 2.0 * B * T * T * D);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t n : {512, 1024, 2048}) b->Args({n, n, n, 0});
   b->Args({1024, 512, 512, 1});    // step C: Q, K, V, O projections, x Wᵀ
@@ -91,6 +110,8 @@ BENCHMARK(BM_f32)->Apply(shapes);
 BENCHMARK(BM_bf16)->Apply(shapes);
 BENCHMARK(BM_autocast)->Apply(shapes);
 BENCHMARK(BM_f32_ta)->Apply(shapes_ta);
+BENCHMARK(BM_f32_batched)->Args({128, 64, 64})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_autocast_batched)->Args({128, 64, 64})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_autocast_ta)->Apply(shapes_ta);
 
 }  // namespace
