@@ -42,6 +42,19 @@ std::shared_ptr<const kernels::PackedB> packed_weight(const Tensor& w, const ker
   return p;
 }
 
+// The nb products of a batch: many small ones (attention) one thread per product; few large
+// ones in turn, with threads inside each.
+template <class F>
+void for_each_product(int64_t nb, int64_t mnk, const F& one) {
+  if (nb > 1 && mnk <= (int64_t{1} << 21)) {
+    kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) one(i);
+    });
+  } else {
+    for (int64_t i = 0; i < nb; ++i) one(i);
+  }
+}
+
 // Both operands of rank >= 2 and the same float dtype. With ta, a holds [..., K, M]; with tb,
 // b holds [..., N, K]. autocast: float32 operands multiplied as bfloat16 (float32 sums and output).
 Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast) {
@@ -81,13 +94,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
       kernels::gemm_bf16(M, N, K, {pa + aoff[i] * M * K, false, ac, ta}, {pb + boff[i] * K * N, false, bc, tb}, pc + i * M * N, N,
                          false, path, packed.get());
     };
-    if (nb > 1 && M * N * K <= (int64_t{1} << 21)) {
-      kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t i = b0; i < b1; ++i) one(i);
-      });
-    } else {
-      for (int64_t i = 0; i < nb; ++i) one(i);
-    }
+    for_each_product(nb, M * N * K, one);
   } else if (a.dtype() == kBFloat16) {
     // bfloat16 x bfloat16: float32 sums on the path ops/kernels/bf16.h chose, each rounded once to bfloat16.
     const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>());
@@ -98,13 +105,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
       kernels::gemm_bf16_to_bf16(M, N, K, {pa + aoff[i] * M * K, true, ac, ta}, {pb + boff[i] * K * N, true, bc, tb},
                                  pc + i * M * N, N, path);
     };
-    if (nb > 1 && M * N * K <= (int64_t{1} << 21)) {
-      kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t i = b0; i < b1; ++i) one(i);
-      });
-    } else {
-      for (int64_t i = 0; i < nb; ++i) one(i);
-    }
+    for_each_product(nb, M * N * K, one);
   } else dispatch_float(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
@@ -113,14 +114,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
     auto one = [&](int64_t i) {
       kernels::gemm<T>(ta, tb, M, N, K, pa + aoff[i] * M * K, ac, pb + boff[i] * K * N, bc, po + i * M * N, N);
     };
-    // Many small products (attention): one thread per product. Few large ones: threads inside.
-    if (nb > 1 && M * N * K <= (int64_t{1} << 21)) {
-      kernels::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t i = b0; i < b1; ++i) one(i);
-      });
-    } else {
-      for (int64_t i = 0; i < nb; ++i) one(i);
-    }
+    for_each_product(nb, M * N * K, one);
   });
   // The backward products run in the forward's precision, whatever the autocast state then.
   return record(autocast ? "matmul (bf16 autocast)" : "matmul", out, {a, b}, [a, b, ta, tb, autocast](const Tensor& g, const Node& n) {

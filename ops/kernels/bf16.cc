@@ -463,6 +463,11 @@ void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, Packe
 }
 
 namespace {
+void require_path(CpuPath path) {
+  if (static_cast<int>(path) > static_cast<int>(best_cpu_path()))
+    throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_path_name(path) + " path");
+}
+
 Bf16Kernel isa_kernel(CpuPath path) {
   // AMX (measured on the Intel Xeon VM, one core, alternating runs; bench/RESULTS.md): K in chunks of
   // 512 (a 32 KB chunk of the panel in L1: bf16 1024^3 +10-12% over whole K); A's packed rows 64
@@ -479,8 +484,7 @@ Bf16Kernel isa_kernel(CpuPath path) {
 void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, uint16_t* C,
                        int64_t ldc, CpuPath path) {
   if (M == 0 || N == 0) return;
-  if (static_cast<int>(path) > static_cast<int>(best_cpu_path()))
-    throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_path_name(path) + " path");
+  require_path(path);
   if (path == CpuPath::kPortable || K == 0) {  // float32 sums, then rounded
     std::vector<float> c32(static_cast<size_t>(M * N));
     gemm_bf16(M, N, K, a, b, c32.data(), N, false, path);
@@ -499,8 +503,7 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16
       for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
     return;
   }
-  if (static_cast<int>(path) > static_cast<int>(best_cpu_path()))
-    throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_path_name(path) + " path");
+  require_path(path);
   if (packed && (packed->path != path || packed->N != N || packed->K != K))
     throw std::invalid_argument("gemm_bf16: the packed B was made for another shape or path");
   const Bf16Kernel kernel = isa_kernel(path);
