@@ -361,10 +361,10 @@ void tile_amx_emulated(const uint16_t* a, int64_t lda, const uint16_t* b, int64_
 
 TEST(BFloat16Gemm, AmxKernelBodyOverEmulatedTilesMatchesTheReference) {
   tiles_unconfigured = tiles_begun = tiles_ended = 0;
-  // K in chunks of 64 (the real kernel: 512), so that the shapes here cross chunks; A's packed rows
-  // padded as the real kernel's, in blocks of 8 KB (at least one row tile), so that M spans several.
+  // K in chunks of 64 (the real kernel: 512), so that the shapes here cross chunks; A packed in
+  // tiles as for the real kernel, in blocks of 8 KB (at least one row tile), so that M spans several.
   const k::Bf16Kernel emulated{tile_amx_emulated, k::kAmxRows, tiles_begin_emulated, tiles_end_emulated,
-                               k::round_block_bf16_portable, 64, 32, 8 << 10};
+                               k::round_block_bf16_portable, 64, 8 << 10, true};
   check_products("amx (emulated)", [&](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
     k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, emulated);
   });
@@ -408,6 +408,18 @@ TEST(BFloat16Gemm, PackedLayoutsAreRowMajorAndVnniPairs) {
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t kk = 0; kk < 32; ++kk)
       ASSERT_EQ(rows[r * 32 + kk], r < 2 && kk < K ? bfloat16::round_bits(B[kk * N + 1 + r]) : 0) << r << "," << kk;
+  // In tiles (AMX): 40 rows x K = 70 of a plain A, ldd 96 (Kp): tile (g, s) holds rows 16g.., k 32s..
+  // as 16 runs of 32 values, at (g * 16 * 96 + s * 512); rows past 40 and k past 70 are zeros.
+  const int64_t M2 = 40, K2 = 70, ldd = 96;
+  std::vector<float> A(M2 * K2);
+  for (int64_t i = 0; i < M2 * K2; ++i) A[i] = static_cast<float>(i % 251) - 100.0f;
+  std::vector<uint16_t> tiled(64 * ldd, 0xFFFF);
+  k::pack_a_bf16({A.data(), false, K2, false}, 0, M2, K2, tiled.data(), ldd, /*tiles=*/true);
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t kk = 0; kk < ldd; ++kk) {
+      const uint16_t want = r < M2 && kk < K2 ? bfloat16::round_bits(A[r * K2 + kk]) : 0;
+      ASSERT_EQ(tiled[(r / 16) * 16 * ldd + (kk / 32) * 512 + (r % 16) * 32 + kk % 32], want) << r << "," << kk;
+    }
 }
 
 // The AVX-512 rounding of C's blocks (vcvtne2ps2bf16, software where a value is subnormal) writes
@@ -448,15 +460,16 @@ TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {
         const int64_t M = trans ? stored_cols : stored_rows, K = trans ? stored_rows : stored_cols;
         const k::Bf16Operand a{is_bf16 ? static_cast<const void*>(xb.data()) : x.data(), is_bf16 != 0, stored_cols, trans != 0};
         for (const auto& [i0, rows] : {std::pair<int64_t, int64_t>{0, M}, {M / 3, M - M / 3}, {M - 1, 1}})
-          for (int64_t pad : {0, 32}) {  // packed rows Kp apart, or Kp + 32 (the AMX driver's)
-            const int64_t ldd = k::bf16_padded_k(K) + pad;
-            const size_t n = static_cast<size_t>((rows + k::kBf16RowStep) * ldd);
-            std::vector<uint16_t> want(n, 0xABCD), got(n, 0xABCD);
-            k::pack_a_bf16_portable(a, i0, rows, K, want.data(), ldd);
-            k::pack_a_avx512bf16(a, i0, rows, K, got.data(), ldd);
-            ASSERT_EQ(got, want) << "stored " << stored_rows << "x" << stored_cols << " trans " << trans << " bf16 "
-                                 << is_bf16 << " rows " << i0 << "+" << rows << " pad " << pad;
-          }
+          for (int64_t pad : {0, 32})  // packed rows (or 16-row groups of tiles) Kp apart, or Kp + 32
+            for (bool tiles : {false, true}) {
+              const int64_t ldd = k::bf16_padded_k(K) + pad;
+              const size_t n = static_cast<size_t>((rows + k::kBf16RowStep) * ldd);
+              std::vector<uint16_t> want(n, 0xABCD), got(n, 0xABCD);
+              k::pack_a_bf16_portable(a, i0, rows, K, want.data(), ldd, tiles);
+              k::pack_a_avx512bf16(a, i0, rows, K, got.data(), ldd, tiles);
+              ASSERT_EQ(got, want) << "stored " << stored_rows << "x" << stored_cols << " trans " << trans << " bf16 "
+                                   << is_bf16 << " rows " << i0 << "+" << rows << " pad " << pad << " tiles " << tiles;
+            }
         if (trans) {
           // The stored matrix as a transposed op(B) (x Wᵀ: K = stored columns, N = stored rows),
           // one panel at a time, the last one part empty.

@@ -160,14 +160,22 @@ inline uint16_t operand_at(const Bf16Operand& x, int64_t r, int64_t c) {
 }
 }  // namespace
 
-void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd) {
-  if (features().avx512) return pack_a_avx512bf16(a, i0, rows, K, dst, ldd);
-  pack_a_bf16_portable(a, i0, rows, K, dst, ldd);
+void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd, bool tiles) {
+  if (features().avx512) return pack_a_avx512bf16(a, i0, rows, K, dst, ldd, tiles);
+  pack_a_bf16_portable(a, i0, rows, K, dst, ldd, tiles);
 }
 
-void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd) {
+void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd, bool tiles) {
   const int64_t Kp = bf16_padded_k(K);
   const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
+  if (tiles) {  // packed in rows (Kp apart), then each row's 32-value runs moved to their tiles
+    std::vector<uint16_t> in_rows(static_cast<size_t>(padded * Kp));
+    pack_a_bf16_portable(a, i0, rows, K, in_rows.data(), Kp, false);
+    for (int64_t r = 0; r < padded; ++r)
+      for (int64_t k = 0; k < Kp; k += 32)
+        std::memcpy(dst + packed_a_offset(r, k, ldd, true), in_rows.data() + r * Kp + k, 64);
+    return;
+  }
   if (a.trans) {
     // op(A)(i, k) = A[k][i]: a transpose, 16 x 16 at a time through a local block, so that the
     // stored rows of A are read contiguously and each packed row gets 32 contiguous bytes (writing
@@ -345,8 +353,8 @@ constexpr int64_t kMaxRowBlock = 256;
 size_t a_scratch_elems(int64_t rows, int64_t ld) { return static_cast<size_t>((rows + kBf16RowStep) * ld); }
 
 // The products over packed panels of B: A packed a block of rows at a time (per thread; a bfloat16
-// A too, so that its rows are kernel.a_pad values further apart than Kp), then the micro-kernel
-// over every (row tile, panel) pair, K in chunks. Each element of C is summed in one order whatever
+// A too, into the kernel's layout, rows or tiles), then the micro-kernel over every (row tile,
+// panel) pair, K in chunks. Each element of C is summed in one order whatever
 // the thread count. With C16, each row block of a panel is rounded into the bfloat16 C from a local
 // buffer once its sums are complete.
 void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const uint16_t* bp, float* C, int64_t ldc,
@@ -366,7 +374,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   const int64_t Kp = bf16_padded_k(K);
   const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
   const int64_t panel_size = Kp * kBf16PanelCols;
-  const int64_t ald = Kp + kernel.a_pad;  // packed A's row stride
+  const int64_t ald = Kp;  // packed A's ldd (bf16.h's packed_a_offset)
   const int threads = is_small(M, N, K) ? 1 : num_threads();
   // Row blocks that fill the kernel's L2 budget for A (or 128 rows), at least as many blocks as
   // threads when M allows.
@@ -388,7 +396,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
         const int64_t klen = std::min(kc, Kp - k0);
         const uint16_t* bq = bp + q * panel_size + k0 * kBf16PanelCols;  // pair rows from k0 / 2
         for (int64_t r = 0; r < rows; r += tile_rows) {
-          const uint16_t* at = ap + r * ald + k0;
+          const uint16_t* at = ap + packed_a_offset(r, k0, ald, kernel.a_tiles);
           const int64_t n = std::min(tile_rows, rows - r);
           if (C16 == nullptr) tile(at, ald, bq, klen, C + (i0 + r) * ldc + j, ldc, n, cols, accumulate || k0 > 0);
           else tile(at, ald, bq, klen, block + r * kBf16PanelCols, kBf16PanelCols, n, cols, k0 > 0);
@@ -403,7 +411,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
       uint16_t* ap = gemm_scratch<uint16_t>(1, a_scratch_elems(mc, ald));
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t i0 = blk * mc, rows = std::min(mc, M - i0);
-        pack_a_bf16(a, i0, rows, K, ap, ald);
+        pack_a_bf16(a, i0, rows, K, ap, ald, kernel.a_tiles);
         run_block(i0, rows, ap, 0, panels);
       }
     };
@@ -412,10 +420,11 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   } else {
     // Few rows: pack them once, split the panels among the threads.
     uint16_t* ap = gemm_scratch<uint16_t>(1, a_scratch_elems(M, ald));
-    pack_a_bf16(a, 0, M, K, ap, ald);
+    pack_a_bf16(a, 0, M, K, ap, ald, kernel.a_tiles);
     parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) {
       const Scope scope(kernel);
-      for (int64_t i0 = 0; i0 < M; i0 += kMaxRowBlock) run_block(i0, std::min(kMaxRowBlock, M - i0), ap + i0 * ald, q0, q1);
+      for (int64_t i0 = 0; i0 < M; i0 += kMaxRowBlock)
+        run_block(i0, std::min(kMaxRowBlock, M - i0), ap + packed_a_offset(i0, 0, ald, kernel.a_tiles), q0, q1);
     });
   }
 }
@@ -470,14 +479,14 @@ void require_path(CpuPath path) {
 
 Bf16Kernel isa_kernel(CpuPath path) {
   // AMX (measured on the Intel Xeon VM, one core, alternating runs; bench/RESULTS.md): K in chunks of
-  // 512 (a 32 KB chunk of the panel in L1: bf16 1024^3 +10-12% over whole K); A's packed rows 64
-  // bytes further apart than Kp (bench/amx_tile_loop's a_stride cases: rows 2 KB apart 684 GFLOP/s,
-  // 2 KB + 64 bytes 1,238; 4 KB 526, 4 KB + 64 935); row blocks of up to 544 KB of A (256 rows at
-  // K = 1024, 128 at 2048: B's chunk serves twice the row tiles). Those two together: bf16 1024^3
-  // +10-20%. AVX512-BF16: whole K, 128-row blocks, rows Kp apart (its Zen 4 and 5 tuning, unchanged).
+  // 512 (a 32 KB chunk of the panel in L1: bf16 1024^3 +10-12% over whole K; 1024-deep chunks -20%,
+  // 256 -5%); A packed in tiles (bench/amx_tile_loop's a_tiles case against rows 2 KB + 64 bytes
+  // apart: +15-20%; bf16 1024^3 1,190 -> 1,320-1,420 GFLOP/s); row blocks of up to 1 MB of A (256
+  // rows up to K = 2048: 2048^3 +8-10% over 544 KB; 512-row blocks -10% at 1024^3). AVX512-BF16:
+  // whole K, 128-row blocks, A in rows (its Zen 4 and 5 tuning, unchanged).
   return path == CpuPath::kAmx
-             ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 32, 544 << 10}
-             : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, 0};
+             ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true}
+             : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, false};
 }
 }  // namespace
 

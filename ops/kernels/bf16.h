@@ -111,13 +111,22 @@ inline constexpr int64_t kBf16RowStep = 32;
 inline constexpr int64_t kBf16PanelCols = 32;
 inline int64_t bf16_padded_k(int64_t K) { return (K + kBf16KStep - 1) / kBf16KStep * kBf16KStep; }
 
-// Rows [i0, i0 + rows) of op(A), all K, into dst[rows_padded][Kp] with row stride ldd >= Kp (the
-// values past Kp are not written): pack_a_avx512bf16 where the CPU has AVX-512 F/BW/VL (any CPU
-// with the avx512_bf16 or amx path), else pack_a_bf16_portable; the two write the same bits (tests
-// compare them).
-void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd);
-void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd);
-void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd);
+// Where a packed block of A keeps its value (r, k), ldd >= Kp: in rows (the AVX512-BF16 kernel's
+// layout), r * ldd + k; in tiles (AMX's), each 16 rows x 32 k one contiguous 1 KB tile (its rows 64
+// bytes apart, so that a tileloadd reads 16 consecutive lines), a 16-row group's tiles in k order,
+// the groups 16 * ldd values apart (ldd a multiple of 32).
+inline int64_t packed_a_offset(int64_t r, int64_t k, int64_t ldd, bool tiles) {
+  return tiles ? (r / 16) * 16 * ldd + (k / 32) * 512 + (r % 16) * 32 + k % 32 : r * ldd + k;
+}
+// Rows [i0, i0 + rows) of op(A), all K, padded with zeros to whole row steps and to Kp, into dst in
+// rows or tiles (packed_a_offset; the values of a row past Kp are not written): pack_a_avx512bf16
+// where the CPU has AVX-512 F/BW/VL (any CPU with the avx512_bf16 or amx path), else
+// pack_a_bf16_portable; the two write the same bits (tests compare them).
+void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd, bool tiles = false);
+void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd,
+                          bool tiles = false);
+void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd,
+                       bool tiles = false);
 // Columns [j0, j0 + cols) of op(B) (cols <= kBf16PanelCols), all K, into one panel of Kp * 32 values;
 // a transposed op(B) (x Wᵀ) the AVX-512 way where the CPU has it, as for A.
 void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst);
@@ -130,8 +139,9 @@ void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p
 void pack_b_pair_rows_bf16_portable(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
 void pack_b_pair_rows_avx512bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst);
 
-// The micro-kernels: C[rows, cols] (+)= packed rows of A (Kp values each, row stride lda) times one
-// B panel (Kp deep: a whole panel, or a chunk of one); rows <= their kernel's row block, cols <= 32.
+// The micro-kernels: C[rows, cols] (+)= packed rows of A (Kp values each; lda the packed block's
+// ldd, in its kernel's layout) times one B panel (Kp deep: a whole panel, or a chunk of one); rows <=
+// their kernel's row block, cols <= 32.
 using Bf16TileFn = void (*)(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc,
                             int64_t rows, int64_t cols, bool accumulate);
 // Rounds a block of float32 values (row stride lds) to bfloat16 (row stride ldd), as float_to_bf16.
@@ -143,8 +153,8 @@ using Bf16RoundFn = void (*)(const float* src, int64_t lds, uint16_t* dst, int64
 // `round` writes a bfloat16 C from the micro-kernel's float32 block. k_chunk (a multiple of 32, or
 // 0 for all of K): K is taken in chunks of that depth, each adding to C (a chunk of the B panel stays
 // in L1 while the row tiles pass); the chunks depend on K alone, so the order of the sums does too.
-// a_pad: packed A's rows are Kp + a_pad values apart. a_block_bytes: the packed A block's size in
-// L2, which sets the rows per block (0: 128 rows).
+// a_block_bytes: the packed A block's size in L2, which sets the rows per block (0: 128 rows).
+// a_tiles: A packed in tiles (packed_a_offset, ldd = Kp), else in rows.
 struct Bf16Kernel {
   Bf16TileFn tile;
   int64_t rows;
@@ -152,8 +162,8 @@ struct Bf16Kernel {
   void (*end)() = nullptr;
   Bf16RoundFn round = nullptr;
   int64_t k_chunk = 0;
-  int64_t a_pad = 0;
   int64_t a_block_bytes = 0;
+  bool a_tiles = false;
 };
 // The blocked driver the ISA paths share, with the micro-kernel given (the tests give an emulated
 // one): into a float32 C (C16 null) or, not accumulating, into a bfloat16 C16 (C null).

@@ -182,20 +182,41 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_block
   }
 }
 
+namespace {
+// Values k0 .. k0 + 31 of stored row `row` (those below K real, zeros past them) as 16 bfloat16 pairs.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_pairs_avx512bf16(const Bf16Operand& b,
+                                                                                          int64_t row, int64_t k0,
+                                                                                          int64_t K) {
+  const int64_t n = std::min<int64_t>(32, K - k0);
+  if (b.is_bf16) {
+    const uint16_t* s = static_cast<const uint16_t*>(b.data) + row * b.ld + k0;
+    return n == 32 ? _mm512_loadu_si512(s) : _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << n) - 1), s);
+  }
+  const float* s = static_cast<const float*>(b.data) + row * b.ld + k0;
+  __m512 x0, x1;
+  if (n == 32) {
+    x0 = _mm512_loadu_ps(s);
+    x1 = _mm512_loadu_ps(s + 16);
+  } else {
+    const int64_t n1 = std::max<int64_t>(0, n - 16);
+    x0 = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << std::min<int64_t>(16, n)) - 1), s);
+    x1 = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n1) - 1), s + 16);
+  }
+  return round_two_avx512bf16(x0, x1);
+}
+}  // namespace
+
+// Packed A, in rows or tiles (bf16.h's packed_a_offset): each packed row is written 32 values (one
+// 64-byte store) at a time, wherever the layout puts them.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows,
-                                                                             int64_t K, uint16_t* dst, int64_t ldd) {
+                                                                             int64_t K, uint16_t* dst, int64_t ldd,
+                                                                             bool tiles) {
   const int64_t Kp = bf16_padded_k(K);
   const int64_t padded = (rows + kBf16RowStep - 1) / kBf16RowStep * kBf16RowStep;
   if (!a.trans) {
-    for (int64_t r = 0; r < rows; ++r) {
-      uint16_t* d = dst + r * ldd;
-      if (a.is_bf16) {
-        std::memcpy(d, static_cast<const uint16_t*>(a.data) + (i0 + r) * a.ld, static_cast<size_t>(K) * 2);
-      } else {
-        round_row_avx512bf16(static_cast<const float*>(a.data) + (i0 + r) * a.ld, d, K);
-      }
-      std::memset(d + K, 0, static_cast<size_t>(Kp - K) * 2);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k0 = 0; k0 < Kp; k0 += 32)
+        _mm512_storeu_si512(dst + packed_a_offset(r, k0, ldd, tiles), load_pairs_avx512bf16(a, i0 + r, k0, K));
   } else {
     // op(A)(i, k) = A[k][i]. Per 16 rows of op(A) x 32 k: each stored row k gives 16 rounded values;
     // rows k, k + 1 are joined into 32-bit (k, k + 1) pairs, one vector per k pair (16 of them, a
@@ -214,11 +235,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(cons
           p[q] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
         }
         transpose16x16_avx512bf16(p);
-        for (int64_t rr = 0; rr < rn; ++rr) _mm512_storeu_si512(dst + (r0 + rr) * ldd + k0, p[rr]);
+        for (int64_t rr = 0; rr < rn; ++rr) _mm512_storeu_si512(dst + packed_a_offset(r0 + rr, k0, ldd, tiles), p[rr]);
       }
     }
   }
-  for (int64_t r = rows; r < padded; ++r) std::memset(dst + r * ldd, 0, static_cast<size_t>(Kp) * 2);
+  for (int64_t r = rows; r < padded; ++r)
+    for (int64_t k0 = 0; k0 < Kp; k0 += 32) _mm512_storeu_si512(dst + packed_a_offset(r, k0, ldd, tiles), _mm512_setzero_si512());
 }
 
 // Pair rows [p0, p1) of every panel of a plain op(B) (bf16.h's pack_b_pair_rows_bf16 calls this
@@ -254,30 +276,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_pair_rows_avx51
 // adjacent values of stored row j0 + c. 16 columns x 16 pairs at a time: each column's 32 values
 // rounded and packed into one vector of 16 pairs (or, for bfloat16, loaded as they are), then a
 // 16 x 16 transpose of 32-bit pairs gives, per pair row, the 16 columns' pairs: one 64-byte store.
-namespace {
-// Values k0 .. k0 + 31 of stored row `row` (those below K real, zeros past them) as 16 bfloat16 pairs.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_pairs_avx512bf16(const Bf16Operand& b,
-                                                                                          int64_t row, int64_t k0,
-                                                                                          int64_t K) {
-  const int64_t n = std::min<int64_t>(32, K - k0);
-  if (b.is_bf16) {
-    const uint16_t* s = static_cast<const uint16_t*>(b.data) + row * b.ld + k0;
-    return n == 32 ? _mm512_loadu_si512(s) : _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << n) - 1), s);
-  }
-  const float* s = static_cast<const float*>(b.data) + row * b.ld + k0;
-  __m512 x0, x1;
-  if (n == 32) {
-    x0 = _mm512_loadu_ps(s);
-    x1 = _mm512_loadu_ps(s + 16);
-  } else {
-    const int64_t n1 = std::max<int64_t>(0, n - 16);
-    x0 = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << std::min<int64_t>(16, n)) - 1), s);
-    x1 = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n1) - 1), s + 16);
-  }
-  return round_two_avx512bf16(x0, x1);
-}
-}  // namespace
-
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_panel_avx512bf16(const Bf16Operand& b, int64_t j0,
                                                                                    int64_t cols, int64_t K, uint16_t* dst) {
   if (!b.trans) return pack_b_panel_bf16_portable(b, j0, cols, K, dst);
