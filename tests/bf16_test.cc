@@ -364,7 +364,7 @@ TEST(BFloat16Gemm, AmxKernelBodyOverEmulatedTilesMatchesTheReference) {
   // K in chunks of 64 (the real kernel: 512), so that the shapes here cross chunks; A packed in
   // tiles as for the real kernel, in blocks of 8 KB (at least one row tile), so that M spans several.
   const k::Bf16Kernel emulated{tile_amx_emulated, k::kAmxRows, tiles_begin_emulated, tiles_end_emulated,
-                               k::round_block_bf16_portable, 64, 8 << 10, true};
+                               k::round_block_bf16_portable, 64, 8 << 10, true, k::store_block_portable};
   check_products("amx (emulated)", [&](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
     k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, emulated);
   });
@@ -440,6 +440,22 @@ TEST(BFloat16Gemm, VectorizedRoundingOfCWritesThePortableBits) {
     k::round_block_avx512bf16(x.data(), lds, got.data(), ldd, rows, cols);
     ASSERT_EQ(got, want) << "cols " << cols;
   }
+}
+
+// The AVX-512 store of a float32 block into C (AMX's float32 C over several K chunks) writes what
+// the portable one does, accumulating or not, for rows of any length.
+TEST(BFloat16Gemm, VectorizedBlockStoreWritesWhatThePortableOneDoes) {
+  if (static_cast<int>(k::best_cpu_path()) < static_cast<int>(k::CpuPath::kAvx512Bf16))
+    GTEST_SKIP() << "no AVX-512 with BF16 on this CPU";
+  for (int64_t cols : {1, 15, 16, 17, 31, 32})
+    for (bool acc : {false, true}) {
+      const int64_t rows = 5, lds = 32, ldd = cols + 7;
+      const std::vector<float> src = random_floats(rows * lds, 21 + cols);
+      std::vector<float> want = random_floats(rows * ldd, 5), got = want;
+      k::store_block_portable(src.data(), lds, want.data(), ldd, rows, cols, acc);
+      k::store_block_avx512bf16(src.data(), lds, got.data(), ldd, rows, cols, acc);
+      ASSERT_EQ(got, want) << "cols " << cols << " accumulate " << acc;
+    }
 }
 
 TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {

@@ -388,6 +388,10 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   // of one panel). The chunks are fixed by K alone, so the order of the sums is too.
   const int64_t kc = kernel.k_chunk > 0 ? std::min(Kp, kernel.k_chunk) : Kp;
   // Rows [i0, i0 + rows) (at most kMaxRowBlock) of C over panels [q0, q1), from the packed rows ap.
+  // The sums in an L1 block until complete: a bfloat16 C, and a float32 one where the kernel says so
+  // and K takes several chunks (AMX: each chunk stored and reloaded its tiles in C, whose rows 2-8 KB
+  // apart fall into a few L1 sets; one core, autocast 2048^3 +5-10%; with one chunk, no change).
+  const bool via_block = C16 != nullptr || (kernel.store != nullptr && Kp > kc);
   auto run_block = [&](int64_t i0, int64_t rows, const uint16_t* ap, int64_t q0, int64_t q1) {
     alignas(64) float block[kMaxRowBlock * kBf16PanelCols];  // C16's float32 sums for one panel
     for (int64_t q = q0; q < q1; ++q) {
@@ -398,11 +402,12 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
         for (int64_t r = 0; r < rows; r += tile_rows) {
           const uint16_t* at = ap + packed_a_offset(r, k0, ald, kernel.a_tiles);
           const int64_t n = std::min(tile_rows, rows - r);
-          if (C16 == nullptr) tile(at, ald, bq, klen, C + (i0 + r) * ldc + j, ldc, n, cols, accumulate || k0 > 0);
-          else tile(at, ald, bq, klen, block + r * kBf16PanelCols, kBf16PanelCols, n, cols, k0 > 0);
+          if (via_block) tile(at, ald, bq, klen, block + r * kBf16PanelCols, kBf16PanelCols, n, cols, k0 > 0);
+          else tile(at, ald, bq, klen, C + (i0 + r) * ldc + j, ldc, n, cols, accumulate || k0 > 0);
         }
       }
       if (C16) kernel.round(block, kBf16PanelCols, C16 + i0 * ldc + j, ldc, rows, cols);
+      else if (via_block) kernel.store(block, kBf16PanelCols, C + i0 * ldc + j, ldc, rows, cols, accumulate);
     }
   };
   if (blocks >= threads || threads == 1) {
@@ -436,6 +441,11 @@ void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, con
   uint16_t* bp = gemm_scratch<uint16_t>(0, static_cast<size_t>(panels * bf16_padded_k(K) * kBf16PanelCols));
   pack_all_panels(b, N, K, bp, is_small(M, N, K));
   gemm_on_panels(M, N, K, a, bp, C, ldc, accumulate, kernel, C16);
+}
+
+void store_block_portable(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols, bool accumulate) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * ldd + c] = accumulate ? dst[r * ldd + c] + src[r * lds + c] : src[r * lds + c];
 }
 
 void round_block_bf16_portable(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols) {
@@ -485,7 +495,8 @@ Bf16Kernel isa_kernel(CpuPath path) {
   // rows up to K = 2048: 2048^3 +8-10% over 544 KB; 512-row blocks -10% at 1024^3). AVX512-BF16:
   // whole K, 128-row blocks, A in rows (its Zen 4 and 5 tuning, unchanged).
   return path == CpuPath::kAmx
-             ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true}
+             ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true,
+                          store_block_avx512bf16}
              : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, false};
 }
 }  // namespace

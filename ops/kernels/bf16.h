@@ -146,11 +146,16 @@ using Bf16TileFn = void (*)(const uint16_t* a, int64_t lda, const uint16_t* b, i
                             int64_t rows, int64_t cols, bool accumulate);
 // Rounds a block of float32 values (row stride lds) to bfloat16 (row stride ldd), as float_to_bf16.
 using Bf16RoundFn = void (*)(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
+// Writes a block of float32 values (row stride lds) into C (row stride ldd): dst = src, or += src.
+using Bf16StoreFn = void (*)(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols,
+                             bool accumulate);
 // A micro-kernel with its row block and, for AMX, what each thread runs around its share of one
 // product: `begin` loads the tile configuration, `end` releases the tiles (as oneDNN does), so that
 // another library releasing them on the same thread between two products cannot leave our
 // tileloadd without a configuration (a SIGILL), and no thread keeps 8 KB of tile state once done.
-// `round` writes a bfloat16 C from the micro-kernel's float32 block. k_chunk (a multiple of 32, or
+// `round` writes a bfloat16 C from the micro-kernel's float32 block; `store`, where given, a float32
+// C the same way (the micro-kernel's sums kept in an L1 block, with rows 128 bytes apart, until
+// complete; else it writes C itself). k_chunk (a multiple of 32, or
 // 0 for all of K): K is taken in chunks of that depth, each adding to C (a chunk of the B panel stays
 // in L1 while the row tiles pass); the chunks depend on K alone, so the order of the sums does too.
 // a_block_bytes: the packed A block's size in L2, which sets the rows per block (0: 128 rows).
@@ -164,6 +169,7 @@ struct Bf16Kernel {
   int64_t k_chunk = 0;
   int64_t a_block_bytes = 0;
   bool a_tiles = false;
+  Bf16StoreFn store = nullptr;
 };
 // The blocked driver the ISA paths share, with the micro-kernel given (the tests give an emulated
 // one): into a float32 C (C16 null) or, not accumulating, into a bfloat16 C16 (C null).
@@ -171,6 +177,9 @@ void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, con
                       bool accumulate, const Bf16Kernel& kernel, uint16_t* C16 = nullptr);
 void round_block_bf16_portable(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
 void round_block_avx512bf16(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
+void store_block_portable(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols, bool accumulate);
+void store_block_avx512bf16(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols,
+                            bool accumulate);
 inline constexpr int64_t kAvx512Bf16Rows = 8;  // rows per avx512_bf16 tile
 inline constexpr int64_t kAmxRows = 32;        // rows per AMX tile block (two 16-row tiles)
 void tile_avx512bf16(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t Kp, float* C, int64_t ldc, int64_t rows,

@@ -208,6 +208,27 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_pairs_a
 
 // Packed A, in rows or tiles (bf16.h's packed_a_offset): each packed row is written 32 values (one
 // 64-byte store) at a time, wherever the layout puts them.
+// A float32 block into C (bf16.h's Bf16StoreFn): 16 values a vector, masked at a row's end.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void store_block_avx512bf16(const float* src, int64_t lds, float* dst,
+                                                                                  int64_t ldd, int64_t rows, int64_t cols,
+                                                                                  bool accumulate) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * lds;
+    float* d = dst + r * ldd;
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 m = cols - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c)) - 1);
+      __m512 v = _mm512_loadu_ps(s + c);  // the block's rows are whole (32 values)
+      if (m == 0xFFFF) {
+        if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(d + c));
+        _mm512_storeu_ps(d + c, v);
+      } else {
+        if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, d + c));
+        _mm512_mask_storeu_ps(d + c, m, v);
+      }
+    }
+  }
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows,
                                                                              int64_t K, uint16_t* dst, int64_t ldd,
                                                                              bool tiles) {
