@@ -496,13 +496,15 @@ Tensor dropout(const Tensor& x, double p, bool training) {
     return record("dropout", y, {x}, [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](const Tensor& g0, const Node&) {
       Tensor g = to(g0, dtype);
       const int64_t len = shape[shape.size() - 1], rows = static_cast<int64_t>(keys->size());
-      Tensor mask = Tensor::empty(shape, dtype);
+      // Recorded (double backward): g times the mask as a tensor; else the mask applied to g in one pass.
+      Tensor out = Tensor::empty(shape, dtype);
+      const bool recorded = grad_enabled();
       dispatch_float(dtype, "dropout", [&](auto tag) {
         using T = decltype(tag);
-        Tensor ones_t = full(shape, 1.0, dtype);
-        k::dropout_apply_rows<T>(ones_t.data<T>(), mask.data<T>(), rows, len, keys->data(), threshold, static_cast<T>(scale));
+        Tensor src = recorded ? full(shape, 1.0, dtype) : g;
+        k::dropout_apply_rows<T>(src.data<T>(), out.data<T>(), rows, len, keys->data(), threshold, static_cast<T>(scale));
       });
-      return Grads{mul(g, mask)};
+      return Grads{recorded ? mul(g, out) : out};
     });
   }
   // One key for the whole mask: from the global generator (reproducible under manual_seed), or,

@@ -93,6 +93,28 @@ TEST(KeyedDropout, Gradcheck) {
       {x}));
 }
 
+// float32's backward (one pass applying the mask to the gradient, vectorized, with a scalar tail:
+// rows of 40) gives the forward's mask: with x all ones, x's gradient of sum(y) is y itself.
+TEST(KeyedDropout, Float32BackwardAppliesTheForwardsMask) {
+  for (bool keyed : {true, false}) {
+    Tensor x = tg::ones({3, 5, 40});
+    x.set_requires_grad(true);
+    Tensor y;
+    if (keyed) {
+      tg::SampleKeyScope keys(11, {7, 8, 9});
+      y = tg::dropout(x, 0.3);
+      tg::sum(y).backward();
+    } else {
+      tg::manual_seed(5);
+      y = tg::dropout(x, 0.3);
+      tg::sum(y).backward();
+    }
+    EXPECT_EQ(x.grad().to_vector<float>(), y.to_vector<float>()) << (keyed ? "keyed" : "one key");
+    const double kept = tg::sum(tg::to(tg::ne(y, 0.0), tg::kFloat32)).item() / static_cast<double>(y.numel());
+    EXPECT_NEAR(kept, 0.7, 0.05);
+  }
+}
+
 TEST(DataParallel, ShardsSplitABatchInOrder) {
   const std::vector<int64_t> b = {10, 11, 12, 13, 14, 15, 16};
   EXPECT_EQ(tg::dist::shard(b, 0, 2), (std::vector<int64_t>{10, 11, 12, 13}));

@@ -39,6 +39,44 @@ inline void dropout_bits(uint64_t key, int64_t first, uint32_t* out, int64_t n) 
   for (; j < n; ++j) out[j] = fmix32(fmix32(static_cast<uint32_t>(first + j) ^ k1) ^ k2);
 }
 
+// y[j] = keep ? x[j] * scale : 0 for elements first .. first + n of a call keyed by `key`, keep[j] =
+// bits(first + j) >= threshold (compared on the top 31 bits, so the comparison is a signed one every
+// instruction set has). float: the bits and the select in registers, one pass over x and y (the
+// mask is a multiplier: a dropped NaN stays NaN, as x * mask does in PyTorch); other types through
+// a buffer of bits.
+template <class T>
+void dropout_run(const T* x, T* y, int64_t n, uint64_t key, int64_t first, int32_t thr31, T scale) {
+  int64_t j = 0;
+  if constexpr (std::is_same_v<T, float>) {  // same lane count as uint32
+    using F = xsimd::batch<float>;
+    using I = xsimd::batch<int32_t>;
+    using U = xsimd::batch<uint32_t>;
+    constexpr int64_t W = static_cast<int64_t>(F::size);
+    const uint32_t k1 = static_cast<uint32_t>(key), k2 = static_cast<uint32_t>(key >> 32);
+    alignas(64) uint32_t lane[W];
+    for (int64_t l = 0; l < W; ++l) lane[l] = static_cast<uint32_t>(l);
+    const U offs = U::load_aligned(lane);
+    const I vscale = xsimd::bitwise_cast<I>(F(scale)), vthr(thr31), zero(0);
+    for (; j + W <= n; j += W) {
+      const U c = offs + U(static_cast<uint32_t>(first + j));
+      const I b = xsimd::bitwise_cast<I>(fmix32(fmix32(c ^ U(k1)) ^ U(k2)) >> 1);
+      const F m = xsimd::bitwise_cast<F>(xsimd::select(b >= vthr, vscale, zero));
+      (F::load_unaligned(x + j) * m).store_unaligned(y + j);
+    }
+    for (; j < n; ++j) {
+      const uint32_t bits = fmix32(fmix32(static_cast<uint32_t>(first + j) ^ k1) ^ k2);
+      y[j] = x[j] * (static_cast<int32_t>(bits >> 1) >= thr31 ? scale : T(0));
+    }
+  } else {
+    alignas(64) uint32_t bits[2048];
+    for (; j < n; j += 2048) {
+      const int64_t len = std::min<int64_t>(2048, n - j);
+      dropout_bits(key, first + j, bits, len);
+      for (int64_t i = 0; i < len; ++i) y[j + i] = static_cast<int32_t>(bits[i] >> 1) >= thr31 ? x[j + i] * scale : T(0);
+    }
+  }
+}
+
 // Keyed by row: y[r, j] = keep ? x[r, j] * scale : 0 with keep from hash(row_keys[r], j), for rows
 // of `len` elements (dropout keyed by sample, whose rows are padding-independent positions).
 template <class T>
@@ -46,45 +84,17 @@ void dropout_apply_rows(const T* x, T* y, int64_t rows, int64_t len, const uint6
   const int32_t thr31 = static_cast<int32_t>(threshold >> 1);
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(len, 1));
   parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
-    alignas(64) uint32_t bits[2048];
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t start = 0; start < len; start += 2048) {
-        const int64_t n = std::min<int64_t>(2048, len - start);
-        dropout_bits(row_keys[r], start, bits, n);
-        const T* xs = x + r * len + start;
-        T* ys = y + r * len + start;
-        for (int64_t j = 0; j < n; ++j) ys[j] = static_cast<int32_t>(bits[j] >> 1) >= thr31 ? xs[j] * scale : T(0);
-      }
-    }
+    for (int64_t r = r0; r < r1; ++r) dropout_run(x + r * len, y + r * len, len, row_keys[r], 0, thr31, scale);
   });
 }
 
-// y = keep ? x * scale : 0, keep[i] = bits(i) >= threshold (compared on the top 31 bits, so the
-// comparison is a signed one every instruction set has). Chunks of 2048 elements, in parallel.
+// y = keep ? x * scale : 0 over n elements keyed by `key`, in parallel chunks of 2048.
 template <class T>
 void dropout_apply(const T* x, T* y, int64_t n, uint64_t key, uint32_t threshold, T scale) {
   const int32_t thr31 = static_cast<int32_t>(threshold >> 1);
   parallel_for(0, (n + 2047) / 2048, std::max<int64_t>(1, kParallelGrain / 2048), [&](int64_t c0, int64_t c1) {
-    alignas(64) uint32_t bits[2048];
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t start = c * 2048, len = std::min<int64_t>(2048, n - start);
-      dropout_bits(key, start, bits, len);
-      const T* xs = x + start;
-      T* ys = y + start;
-      int64_t j = 0;
-      if constexpr (std::is_same_v<T, float>) {  // same lane count as uint32: select the multiplier
-        using F = xsimd::batch<float>;
-        using I = xsimd::batch<int32_t>;
-        constexpr int64_t W = static_cast<int64_t>(F::size);
-        const I vscale = xsimd::bitwise_cast<I>(F(scale)), vthr(thr31), zero(0);
-        for (; j + W <= len; j += W) {
-          I b = xsimd::bitwise_cast<I>(xsimd::batch<uint32_t>::load_aligned(bits + j) >> 1);
-          F m = xsimd::bitwise_cast<F>(xsimd::select(b >= vthr, vscale, zero));
-          (F::load_unaligned(xs + j) * m).store_unaligned(ys + j);
-        }
-      }
-      for (; j < len; ++j) ys[j] = static_cast<int32_t>(bits[j] >> 1) >= thr31 ? xs[j] * scale : T(0);
-    }
+    const int64_t start = c0 * 2048, len = std::min<int64_t>(c1 * 2048, n) - start;
+    dropout_run(x + start, y + start, len, key, start, thr31, scale);
   });
 }
 
