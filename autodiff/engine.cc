@@ -138,7 +138,14 @@ class Engine {
 
   void accumulate(Node* n, Tensor g) {
     Tensor& slot = buffer_[n];
-    slot = slot.defined() ? add(slot, g) : std::move(g);
+    if (!slot.defined()) {
+      slot = std::move(g);
+    } else if (!create_ && slot.impl_ptr().use_count() == 1 && slot.impl().storage.use_count() == 1 &&
+               slot.shape() == g.shape() && slot.dtype() == g.dtype() && slot.dtype() != kBFloat16) {
+      slot.add_(g);  // nothing else holds this sum: added in place (no fresh tensor, no cold pages to fill)
+    } else {
+      slot = add(slot, g);
+    }
   }
 
   void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {

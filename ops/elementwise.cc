@@ -350,10 +350,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     T* self = data<T>();
     const T* src = o.data<T>();
     const T a = static_cast<T>(alpha);
+    auto f = [a](auto x, auto y) { return x + decltype(x)(a) * y; };  // self += a * other, vectorized
+    if (o.shape() == shape()) {  // split over the threads (the plan's one run would be serial)
+      k::parallel_for(0, numel(), k::kParallelGrain,
+                      [&](int64_t s, int64_t e) { k::binary_run(self + s, 1, src + s, 1, self + s, e - s, f); });
+      return;
+    }
     for_each_run(p, [&](int64_t off, const int64_t* in, int64_t n) {
-      // self += a * other, vectorized by the Affine-like fma in binary_run
-      k::binary_run(self + in[0], 1, src + in[1], p.inner_stride[1], self + off, n,
-                    [a](auto x, auto y) { return x + decltype(x)(a) * y; });
+      k::binary_run(self + in[0], 1, src + in[1], p.inner_stride[1], self + off, n, f);
     });
   });
   return *this;

@@ -59,6 +59,21 @@ TEST(Autograd, DiamondGraphSumsBothPaths) {
   EXPECT_DOUBLE_EQ(x.grad().item(), 120.0);
 }
 
+TEST(Autograd, GradientsSummedInPlaceOnlyWhereNothingElseHoldsThem) {
+  // y feeds four consumers; add's backward hands one tensor to two of them (y + y), so that sum
+  // must not be made in place, while the later ones may: dy = 1 + 1 + 3 + 2 (y * y, y = 1) = 7.
+  Tensor x = tg::ones({40000}).requires_grad_();  // large enough for the threads to split the sums
+  Tensor y = x * 1.0;
+  Tensor seen;
+  y.register_hook([&](const Tensor& g) {
+    seen = g;
+    return Tensor();
+  });
+  tg::sum((y + y) + y * 3.0 + y * y).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(40000, 7.0f));
+  EXPECT_EQ(seen.to_vector<float>(), std::vector<float>(40000, 7.0f));
+}
+
 TEST(Autograd, SecondBackwardThroughFreedGraphIsAnError) {
   Tensor x = tg::tensor({1.0, 2.0}).requires_grad_();
   Tensor loss = tg::sum(tg::exp(x));
