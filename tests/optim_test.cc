@@ -135,6 +135,26 @@ TEST(Optim, ClipGradNorm) {
   EXPECT_TRUE(throws_with([&] { tg::clip_grad_norm({a}, 0); }, {"max_norm must be > 0"}));
 }
 
+// The norm of a large gradient (partial sums taken in parallel) is the same number on any thread
+// count, and the sum of squares it stands for.
+TEST(Optim, GradNormDoesNotDependOnTheThreadCount) {
+  tg::manual_seed(4);
+  Tensor w = tg::zeros({1000, 333}).requires_grad_();  // 333,000 values: 326 partial sums, a tail
+  w.set_grad(tg::randn({1000, 333}));
+  std::vector<double> norms;
+  const int saved = tg::num_threads();
+  for (int threads : {1, 2, 3}) {
+    tg::set_num_threads(threads);
+    norms.push_back(tg::grad_norm({w}));
+  }
+  tg::set_num_threads(saved);
+  EXPECT_EQ(norms[0], norms[1]);
+  EXPECT_EQ(norms[0], norms[2]);
+  double want = 0;
+  for (float v : w.grad().to_vector<float>()) want += static_cast<double>(v) * v;
+  EXPECT_NEAR(norms[0], std::sqrt(want), 1e-6 * std::sqrt(want));
+}
+
 TEST(Optim, Schedules) {
   tg::NoamSchedule noam{.d_model = 512, .warmup = 4000};
   EXPECT_NEAR(noam(1), std::pow(512, -0.5) * std::pow(4000, -1.5), 1e-15);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
@@ -86,10 +87,11 @@ void sgd_update(T* p, const T* g, T* buf, int64_t n, T lr, T wd, T mu, T dampeni
 // sequential, so the result does not depend on the thread count.
 template <class T>
 double sum_squares(const T* x, int64_t n) {
+  // Partial sums of 1024 values each (vector lanes, then the tail in double), added in order: the
+  // same total whatever the thread count; the partial sums themselves in parallel.
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
-  double total = 0;
-  for (int64_t c = 0; c < n; c += 1024) {
+  auto part = [&](int64_t c) {
     const int64_t end = std::min<int64_t>(n, c + 1024);
     int64_t i = c;
     B acc(T(0));
@@ -97,10 +99,21 @@ double sum_squares(const T* x, int64_t n) {
       B v = B::load_unaligned(x + i);
       acc = xsimd::fma(v, v, acc);
     }
-    double part = static_cast<double>(xsimd::hadd(acc));
-    for (; i < end; ++i) part += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    total += part;
+    double p = static_cast<double>(xsimd::hadd(acc));
+    for (; i < end; ++i) p += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    return p;
+  };
+  const int64_t chunks = (n + 1023) / 1024;
+  double total = 0;
+  if (n < 4 * kParallelGrain) {
+    for (int64_t c = 0; c < chunks; ++c) total += part(c * 1024);
+    return total;
   }
+  std::vector<double> parts(static_cast<size_t>(chunks));
+  parallel_for(0, chunks, kParallelGrain / 1024, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) parts[static_cast<size_t>(c)] = part(c * 1024);
+  });
+  for (double p : parts) total += p;
   return total;
 }
 
