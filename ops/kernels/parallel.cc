@@ -17,11 +17,12 @@ namespace tg {
 namespace {
 
 thread_local bool t_in_worker = false;
+constexpr int kSpinDefault = 20000;
 
 class Pool {
  public:
   explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { loop(); });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { loop(i); });
   }
   ~Pool() {
     {
@@ -41,6 +42,7 @@ class Pool {
       job_ = &fn;
       chunks_ = chunks;
       next_ = 0;
+      claimed_.assign(static_cast<size_t>(chunks), 0);
       pending_ = chunks;
       left_.store(chunks, std::memory_order_relaxed);
       error_ = nullptr;
@@ -48,7 +50,7 @@ class Pool {
       published_.store(gen, std::memory_order_release);
     }
     cv_.notify_all();
-    work(gen);
+    work(gen, 0);
     // The other chunks are usually finishing too (a memory-bound product split evenly): spin a
     // little before sleeping, so that the next op does not wait for a futex wake-up.
     for (int i = 0; i < kSpinIterations && left_.load(std::memory_order_acquire) != 0; ++i) pause();
@@ -59,15 +61,27 @@ class Pool {
   }
 
  private:
-  // Claims chunks of generation `gen` under the lock until none is left.
-  void work(uint64_t gen) {
+  // Claims chunks of generation `gen` under the lock until none is left: first chunk `mine` (the
+  // caller's is 0, worker i's is i), then any left in order. The same thread then takes the same
+  // part of every parallel op, so data an op wrote stays in the cache of the core that reads it in
+  // the next op (a row split by threads, as parallel_for makes it); a thread that comes late still
+  // has its chunk taken by the others.
+  void work(uint64_t gen, int mine) {
     for (;;) {
       int c;
       const std::function<void(int)>* job;
       {
         std::lock_guard lock(mu_);
-        if (generation_ != gen || job_ == nullptr || next_ >= chunks_) return;
-        c = next_++;
+        if (generation_ != gen || job_ == nullptr) return;
+        if (mine >= 0 && mine < chunks_ && !claimed_[static_cast<size_t>(mine)]) {
+          c = mine;
+        } else {
+          while (next_ < chunks_ && claimed_[static_cast<size_t>(next_)]) ++next_;
+          if (next_ >= chunks_) return;
+          c = next_;
+        }
+        claimed_[static_cast<size_t>(c)] = 1;
+        mine = -1;
         job = job_;
       }
       std::exception_ptr err;
@@ -82,7 +96,7 @@ class Pool {
       if (--pending_ == 0) done_cv_.notify_all();
     }
   }
-  void loop() {
+  void loop(int index) {
     t_in_worker = true;
     uint64_t seen = 0;
     for (;;) {
@@ -96,7 +110,7 @@ class Pool {
         if (stop_) return;
         seen = generation_;
       }
-      work(seen);
+      work(seen, index);
     }
   }
 
@@ -106,11 +120,12 @@ class Pool {
   const std::function<void(int)>* job_ = nullptr;
   int chunks_ = 0;
   int next_ = 0;
+  std::vector<char> claimed_;  // per chunk of the current generation
   int pending_ = 0;
   uint64_t generation_ = 0;
   std::atomic<uint64_t> published_{0};  // generation_, readable without the lock (for spinning)
   std::atomic<int> left_{0};             // pending_, readable without the lock (for spinning)
-  static constexpr int kSpinIterations = 20000;
+  static constexpr int kSpinIterations = kSpinDefault;
   static void pause() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();

@@ -1,6 +1,8 @@
 #pragma once
 // The library's one thread pool. parallel_for splits [begin, end) into at most num_threads()
-// contiguous chunks of at least `grain` items; the calling thread runs one of them. Workers wait
+// contiguous chunks of at least `grain` items; the calling thread runs the first, worker i the
+// i-th when it is ready in time (else another thread takes it), so that consecutive ops split the
+// same way find their data in the cache of the core that wrote it. Workers wait
 // on a condition variable (no spinning: on a 2-core machine a spinning pool slows everything).
 // A call from inside a worker runs serially. Kernels are written so that each output element is
 // computed by one thread in a fixed order: results do not depend on the thread count.
