@@ -73,42 +73,23 @@ __attribute__((noipa, target("amx-tile,amx-bf16"))) void tile_blocks_amx(const C
 __attribute__((noipa, target("amx-tile,amx-bf16"))) void strided_blocks_amx(int64_t blocks, int64_t lda, const uint16_t* A,
                                                                            const uint16_t* B, float* C) {
   tg::kernels::amx_tiles_begin();
-  if (lda == 0) {  // A in tiles: block `it`'s 16 k steps of two 1 KB tiles, 32 KB
-    for (int64_t it = 0; it < blocks; ++it) {
-      const uint16_t* a = A + (it % 32) * 32 * 512;
-      const uint16_t* b = B + ((it / 4) % 32) * 16384;
-      float* out = C + (it & 31) * 32;
-      _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-      for (int64_t s = 0; s < 16; ++s) {
-        _tile_stream_loadd(4, a + s * 1024, 64);
-        _tile_loadd(6, b + s * 1024, 128);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_loadd(7, b + s * 1024 + 32, 128);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_stream_loadd(5, a + s * 1024 + 512, 64);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      _tile_stored(0, out, 4096);
-      _tile_stored(1, out + 16, 4096);
-      _tile_stored(2, out + 16 * 1024, 4096);
-      _tile_stored(3, out + 16 * 1024 + 16, 4096);
-    }
-    tg::kernels::amx_tiles_end();
-    return;
-  }
+  // A in tiles: block `it` holds 16 k steps of two contiguous 1 KB tiles (32 KB); in rows: its 32
+  // rows lda apart, a k step 32 values further along them.
+  const bool tiles = lda == 0;
+  const int64_t block = tiles ? 32 * 512 : 32 * lda, step = tiles ? 1024 : 32, second = tiles ? 512 : 16 * lda;
+  const int64_t stride = tiles ? 64 : lda * 2;
   for (int64_t it = 0; it < blocks; ++it) {
-    const uint16_t* a = A + (it % 32) * 32 * lda;
+    const uint16_t* a = A + (it % 32) * block;
     const uint16_t* b = B + ((it / 4) % 32) * 16384;
     float* out = C + (it & 31) * 32;
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     for (int64_t s = 0; s < 16; ++s) {
-      _tile_stream_loadd(4, a + s * 32, lda * 2);
+      _tile_stream_loadd(4, a + s * step, stride);
       _tile_loadd(6, b + s * 1024, 128);
       _tile_dpbf16ps(0, 4, 6);
       _tile_loadd(7, b + s * 1024 + 32, 128);
       _tile_dpbf16ps(1, 4, 7);
-      _tile_stream_loadd(5, a + 16 * lda + s * 32, lda * 2);
+      _tile_stream_loadd(5, a + second + s * step, stride);
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }

@@ -23,20 +23,29 @@ inline V fmix32(V h) {
   return h ^ (h >> 16);
 }
 
+// The random bits of element counter c (a scalar or a vector of counters) of a call keyed by (k1, k2).
+template <class V>
+inline V dropout_hash(V c, uint32_t k1, uint32_t k2) {
+  return fmix32(fmix32(c ^ V(k1)) ^ V(k2));
+}
+
+// 0, 1, ..., W - 1: the counters of one vector's lanes, to add to its first element's.
+inline xsimd::batch<uint32_t> lane_counters() {
+  using U = xsimd::batch<uint32_t>;
+  alignas(64) uint32_t lane[U::size];
+  for (size_t j = 0; j < U::size; ++j) lane[j] = static_cast<uint32_t>(j);
+  return U::load_aligned(lane);
+}
+
 // out[j] = hash(key, first + j) for j in [0, n): the random bits of elements first .. first + n.
 inline void dropout_bits(uint64_t key, int64_t first, uint32_t* out, int64_t n) {
   using U = xsimd::batch<uint32_t>;
   constexpr int64_t W = static_cast<int64_t>(U::size);
   const uint32_t k1 = static_cast<uint32_t>(key), k2 = static_cast<uint32_t>(key >> 32);
-  alignas(64) uint32_t lane[W];
-  for (int64_t j = 0; j < W; ++j) lane[j] = static_cast<uint32_t>(j);
-  const U offs = U::load_aligned(lane);
+  const U offs = lane_counters();
   int64_t j = 0;
-  for (; j + W <= n; j += W) {
-    U c = offs + U(static_cast<uint32_t>(first + j));
-    fmix32(fmix32(c ^ U(k1)) ^ U(k2)).store_unaligned(out + j);
-  }
-  for (; j < n; ++j) out[j] = fmix32(fmix32(static_cast<uint32_t>(first + j) ^ k1) ^ k2);
+  for (; j + W <= n; j += W) dropout_hash(offs + U(static_cast<uint32_t>(first + j)), k1, k2).store_unaligned(out + j);
+  for (; j < n; ++j) out[j] = dropout_hash(static_cast<uint32_t>(first + j), k1, k2);
 }
 
 // y[j] = keep ? x[j] * scale : 0 for elements first .. first + n of a call keyed by `key`, keep[j] =
@@ -53,18 +62,15 @@ void dropout_run(const T* x, T* y, int64_t n, uint64_t key, int64_t first, int32
     using U = xsimd::batch<uint32_t>;
     constexpr int64_t W = static_cast<int64_t>(F::size);
     const uint32_t k1 = static_cast<uint32_t>(key), k2 = static_cast<uint32_t>(key >> 32);
-    alignas(64) uint32_t lane[W];
-    for (int64_t l = 0; l < W; ++l) lane[l] = static_cast<uint32_t>(l);
-    const U offs = U::load_aligned(lane);
+    const U offs = lane_counters();
     const I vscale = xsimd::bitwise_cast<I>(F(scale)), vthr(thr31), zero(0);
     for (; j + W <= n; j += W) {
-      const U c = offs + U(static_cast<uint32_t>(first + j));
-      const I b = xsimd::bitwise_cast<I>(fmix32(fmix32(c ^ U(k1)) ^ U(k2)) >> 1);
+      const I b = xsimd::bitwise_cast<I>(dropout_hash(offs + U(static_cast<uint32_t>(first + j)), k1, k2) >> 1);
       const F m = xsimd::bitwise_cast<F>(xsimd::select(b >= vthr, vscale, zero));
       (F::load_unaligned(x + j) * m).store_unaligned(y + j);
     }
     for (; j < n; ++j) {
-      const uint32_t bits = fmix32(fmix32(static_cast<uint32_t>(first + j) ^ k1) ^ k2);
+      const uint32_t bits = dropout_hash(static_cast<uint32_t>(first + j), k1, k2);
       y[j] = x[j] * (static_cast<int32_t>(bits >> 1) >= thr31 ? scale : T(0));
     }
   } else {
