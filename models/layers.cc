@@ -77,21 +77,7 @@ Tensor Linear::forward(const Tensor& x) const { return forward(x, Activation::Id
 Tensor Linear::forward(const Tensor& x, Activation act) const {
   TG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear",
            "input of shape {} does not end in in_features = {}", x.defined() ? x.shape() : Shape{}, in_features);
-  // All leading dims become rows of one GEMM: [N, in] x [out, in]ᵀ.
-  Shape out_shape = x.shape();
-  out_shape.back() = out_features;
-  Tensor x2 = x.dim() == 2 ? x : x.reshape({x.numel() / in_features, in_features});
-  Tensor y = matmul(x2, weight, false, true);
-  if (bias.defined()) {
-    y = bias_act(y, bias, act);
-  } else if (act == Activation::Relu) {
-    y = relu(y);
-  } else if (act == Activation::Gelu) {
-    y = gelu(y);
-  } else if (act == Activation::GeluTanh) {
-    y = gelu(y, GeluApprox::Tanh);
-  }
-  return x.dim() == 2 ? y : y.reshape(out_shape);
+  return linear(x, weight, bias, act);
 }
 
 // ---- Embedding ----

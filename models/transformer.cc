@@ -280,9 +280,7 @@ Tensor MaskedLM::encode(const Tensor& ids) {
 
 Tensor MaskedLM::forward(const Tensor& ids) {
   Tensor h = mlm_norm->forward(mlm_dense->forward(encode(ids), cfg.layer.activation));
-  return bias_act(matmul(h.reshape({h.numel() / cfg.layer.d_model, cfg.layer.d_model}), tok_embed->weight, false, true),
-                  mlm_bias, Activation::Identity)
-      .reshape({ids.size(0), ids.size(1), cfg.vocab});
+  return linear(h, tok_embed->weight, mlm_bias);
 }
 
 MaskedBatch mask_tokens(const Tensor& ids, int64_t mask_id, int64_t vocab, double p, int64_t pad_id,

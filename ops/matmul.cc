@@ -6,8 +6,11 @@
 #include "graph/factory.h"
 #include "ops/autocast.h"
 #include "ops/cpu_capability.h"
+#include "ops/elementwise.h"
 #include "ops/kernels/bf16.h"
 #include "ops/kernels/gemm.h"
+#include "ops/kernels/layer_norm.h"
+#include "ops/nn.h"
 #include "ops/op_util.h"
 #include "ops/reduce.h"
 #include "ops/shape_ops.h"
@@ -148,6 +151,98 @@ Tensor matmul_as(const Tensor& a, const Tensor& b, bool transpose_a, bool transp
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   return matmul_as(a, b, transpose_a, transpose_b, autocast_enabled());
+}
+
+namespace {
+// act(x2 wᵀ + bias) for a float32 or float64 x2 [rows, in], act Identity or ReLU, as one node: the
+// product's output gets the bias and activation block by block (under autocast in the bfloat16
+// kernel's epilogue, else one pass after the float GEMM), and the backward needs only the output
+// (ReLU's derivative is y > 0, as x + bias > 0).
+Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool relu) {
+  const int64_t rows = x2.size(0), in = x2.size(1), out = w.size(0);
+  const bool autocast = autocast_enabled() && x2.dtype() == kFloat32;
+  Tensor y = Tensor::empty({rows, out}, x2.dtype());
+  if (autocast) {
+    const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+    const float* pw = w.data<float>();
+    std::shared_ptr<const kernels::PackedB> packed;
+    if (w.is_leaf() && w.requires_grad()) packed = packed_weight(w, {pw, false, in, true}, out, in, path);
+    const kernels::Bf16Epilogue ep{bias.data<float>(), relu};
+    kernels::gemm_bf16(rows, out, in, {x2.data<float>(), false, in, false}, {pw, false, in, true}, y.data<float>(), out, false,
+                       path, packed.get(), &ep);
+  } else {
+    dispatch_float(x2.dtype(), "linear", [&](auto tag) {
+      using T = decltype(tag);
+      T* py = y.data<T>();
+      kernels::gemm<T>(false, true, rows, out, in, x2.data<T>(), in, w.data<T>(), in, py, out);
+      if (relu) kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Relu{});
+      else kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Identity{});
+    });
+  }
+  const char* name = autocast ? "linear (bf16 autocast)" : "linear";
+  return record(name, y, {x2, w, bias}, [x2, w, bias, relu, autocast](const Tensor& g, const Node& n) {
+    // d = g act'(x wᵀ + b); dx = d w, dw = dᵀ x, dbias = d's column sums.
+    Tensor d;
+    Tensor gb;
+    if (grad_enabled()) {  // recorded backward (higher order): the same from public ops
+      d = relu ? where(gt(n.output(), 0.0), g, 0.0) : g;
+      if (n.needs(2)) gb = sum_to(d, bias.shape());
+    } else if (relu) {
+      d = Tensor::empty(g.shape(), g.dtype());
+      if (n.needs(2)) gb = Tensor::empty(bias.shape(), g.dtype());
+      const Tensor zero = zeros(bias.shape(), g.dtype());
+      dispatch_float(g.dtype(), "linear", [&](auto tag) {
+        using T = decltype(tag);
+        kernels::bias_act_backward<T>(g.data<T>(), n.output().data<T>(), zero.data<T>(), d.data<T>(),
+                                      gb.defined() ? gb.data<T>() : nullptr, g.size(0), g.size(1), kernels::ReluGrad{});
+      });
+    } else {
+      d = g;
+      if (n.needs(2)) {  // bias_act's column sums, in its fixed row blocks
+        gb = Tensor::empty(bias.shape(), g.dtype());
+        dispatch_float(g.dtype(), "linear", [&](auto tag) {
+          using T = decltype(tag);
+          kernels::bias_act_backward<T>(g.data<T>(), nullptr, nullptr, nullptr, gb.data<T>(), g.size(0), g.size(1),
+                                        kernels::IdentityGrad{});
+        });
+      }
+    }
+    Tensor gx = n.needs(0) ? matmul_as(d, w, false, false, autocast) : Tensor();
+    Tensor gw = n.needs(1) ? matmul_as(d, x2, true, false, autocast) : Tensor();
+    return Grads{gx, gw, gb};
+  }, relu);
+}
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
+  detail::check_float(x, "linear");
+  detail::check_float(weight, "linear");
+  TG_CHECK(weight.dim() == 2, "linear", "weight must be [out, in], got shape {}", weight.shape());
+  const int64_t in = weight.size(1), out = weight.size(0);
+  TG_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear", "input of shape {} does not end in in_features = {} (weight {})",
+           x.shape(), in, weight.shape());
+  TG_CHECK(x.dtype() == weight.dtype(), "linear", "input and weight have different dtypes ({} and {})", x.dtype(),
+           weight.dtype());
+  if (bias.defined()) {
+    detail::check_float(bias, "linear");
+    TG_CHECK(bias.dim() == 1 && bias.size(0) == out && bias.dtype() == x.dtype(), "linear",
+             "bias of shape {} ({}) does not match weight {} ({})", bias.shape(), bias.dtype(), weight.shape(), weight.dtype());
+  }
+  // All leading dims become rows of one product: [rows, in] x [out, in]ᵀ.
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  const Tensor x2 = x.dim() == 2 ? x : reshape(x, {x.numel() / in, in});
+  Tensor y;
+  if (bias.defined() && x.dtype() != kBFloat16 && (act == Activation::Identity || act == Activation::Relu)) {
+    y = linear_fused(x2, weight, bias, act == Activation::Relu);
+  } else {
+    y = matmul(x2, weight, false, true);
+    if (bias.defined()) y = bias_act(y, bias, act);
+    else if (act == Activation::Relu) y = relu(y);
+    else if (act == Activation::Gelu) y = gelu(y);
+    else if (act == Activation::GeluTanh) y = gelu(y, GeluApprox::Tanh);
+  }
+  return x.dim() == 2 ? y : reshape(y, out_shape);
 }
 
 }  // namespace tg

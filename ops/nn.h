@@ -51,6 +51,14 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight = Tensor(), double eps = 1
 enum class Activation { Identity, Relu, Gelu, GeluTanh };
 Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act);
 
+// A linear layer, as torch.nn.functional.linear followed by the activation: act(x weightᵀ + bias),
+// x [..., in], weight [out, in], bias [out] (or undefined: none); returns [..., out]. With a bias and
+// Identity or ReLU it is one op whose product adds the bias and applies the activation to each
+// block of the output as the block is finished (under autocast, in the bfloat16 kernel's epilogue),
+// so the output is written once and only it is kept for the backward; otherwise matmul then
+// bias_act. The same values as matmul then bias_act, in every precision.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Activation act = Activation::Identity);
+
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training; identity
 // otherwise. The mask comes from the global generator (tg::manual_seed).
 Tensor dropout(const Tensor& x, double p, bool training = true);

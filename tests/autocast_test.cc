@@ -97,6 +97,46 @@ TEST(Autocast, ACachedWeightFollowsInPlaceChangesAndOptimizerSteps) {
   EXPECT_TRUE(close(lin.forward(x), expected(), 1e-5, 1e-5)) << "after loading a state dict";
 }
 
+// linear with a bias and Identity or ReLU is one op whose product applies them (under autocast, in the
+// bfloat16 kernel's epilogue): the same bits as matmul then bias_act, forward and every gradient, on
+// every path this CPU has, with and without autocast, for a weight with a cached pack and one without.
+TEST(Autocast, FusedLinearEqualsMatmulThenBiasAct) {
+  using tg::Activation;
+  const tg::CpuCapability saved = tg::cpu_capability();
+  for (int c = 0; c <= static_cast<int>(tg::best_cpu_capability()); ++c) {
+    const auto cap = static_cast<tg::CpuCapability>(c);
+    tg::set_cpu_capability(cap);
+    for (Activation act : {Activation::Identity, Activation::Relu})
+      for (int autocast = 0; autocast < 2; ++autocast)
+        for (int leaf_weight = 0; leaf_weight < 2; ++leaf_weight) {
+          tg::manual_seed(4);
+          std::vector<std::vector<float>> runs;
+          for (int fused = 0; fused < 2; ++fused) {
+            Tensor x = tg::randn({3, 37, 70}).requires_grad_();
+            Tensor w0 = tg::randn({45, 70}).requires_grad_(), b = tg::randn({45}).requires_grad_();
+            Tensor w = leaf_weight ? w0 : tg::mul(w0, 1.0);  // a non-leaf weight is packed at every call
+            Tensor y;
+            {
+              tg::AutocastGuard guard(autocast ? tg::kBFloat16 : tg::kFloat32);
+              y = fused ? tg::linear(x, w, b, act)
+                        : tg::bias_act(tg::matmul(x.reshape({111, 70}), w, false, true), b, act).reshape({3, 37, 45});
+              tg::sum(tg::mul(y, tg::randn({3, 37, 45}))).backward();
+            }
+            std::vector<float> v = y.to_vector<float>();
+            for (const Tensor& g : {x.grad(), w0.grad(), b.grad()}) {
+              const std::vector<float> gv = g.to_vector<float>();
+              v.insert(v.end(), gv.begin(), gv.end());
+            }
+            runs.push_back(v);
+            tg::manual_seed(4);
+          }
+          EXPECT_EQ(runs[0], runs[1]) << tg::cpu_capability_name(cap) << " act " << static_cast<int>(act) << " autocast "
+                                      << autocast << " leaf weight " << leaf_weight;
+        }
+  }
+  tg::set_cpu_capability(saved);
+}
+
 TEST(Autocast, ResultsDoNotDependOnTheThreadCount) {
   tg::manual_seed(3);
   tg::Linear lin(300, 200);

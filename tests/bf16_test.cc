@@ -377,6 +377,64 @@ TEST(BFloat16Gemm, AmxKernelBodyOverEmulatedTilesMatchesTheReference) {
   EXPECT_FALSE(tiles.configured);
 }
 
+// A product's epilogue (a linear layer's bias and ReLU) on every path and on the emulated AMX kernel
+// (K across its 64-deep chunks, so the epilogue follows the L1 block's store): the same bits as the
+// product without it, then the portable epilogue over C; the columns past N untouched.
+TEST(BFloat16Gemm, EpilogueAddsTheBiasAndReluToTheFinishedSums) {
+  const k::Bf16Kernel emulated{tile_amx_emulated, k::kAmxRows, tiles_begin_emulated, tiles_end_emulated,
+                               k::round_block_bf16_portable, 64, 8 << 10, true, k::store_block_portable};
+  using Run = std::function<void(int64_t, int64_t, int64_t, const k::Bf16Operand&, const k::Bf16Operand&, float*, int64_t,
+                                 bool, const k::Bf16Epilogue*)>;
+  std::vector<std::pair<std::string, Run>> runs;
+  for (k::CpuPath p : paths_here())
+    runs.push_back({k::cpu_path_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc,
+                                             bool acc, const k::Bf16Epilogue* ep) {
+                      k::gemm_bf16(M, N, K, a, b, C, ldc, acc, p, nullptr, ep);
+                    }});
+  runs.push_back({"amx (emulated)", [&](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc,
+                                        const k::Bf16Epilogue* ep) {
+                    k::gemm_bf16_packed(M, N, K, a, b, C, ldc, acc, emulated, nullptr, ep);
+                  }});
+  const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 31}, {40, 70, 100}, {72, 40, 300}, {5, 200, 64}, {3, 4, 0}};
+  for (const auto& [name, run] : runs)
+    for (const auto& s : shapes) {
+      const int64_t M = s[0], N = s[1], K = s[2], ldc = N + 3;
+      if (K == 0 && name == "amx (emulated)") continue;  // gemm_bf16 answers K = 0 before any kernel
+      const std::vector<float> A = random_floats(M * K + 1, 5 + M), B = random_floats(K * N + 1, 7 + N),
+                               bias = random_floats(N, 9);
+      for (int relu = 0; relu < 2; ++relu)
+        for (int with_bias = 0; with_bias < 2; ++with_bias)
+          for (int acc = 0; acc < 2; ++acc) {
+            const k::Bf16Epilogue ep{with_bias ? bias.data() : nullptr, relu != 0};
+            std::vector<float> want(static_cast<size_t>(M * ldc), 0.25f), got = want;
+            run(M, N, K, {A.data(), false, K, false}, {B.data(), false, N, false}, want.data(), ldc, acc != 0, nullptr);
+            k::epilogue_block_portable(want.data(), ldc, M, N, ep.bias, ep.relu);
+            run(M, N, K, {A.data(), false, K, false}, {B.data(), false, N, false}, got.data(), ldc, acc != 0, &ep);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << name << " M " << M << " N " << N << " K " << K << " relu " << relu << " bias " << with_bias << " acc "
+                << acc;
+          }
+    }
+}
+
+// The AVX-512 epilogue gives the portable one's bits: -0, NaN (ReLU makes it 0, as x > 0 ? x : 0),
+// partial vectors at a row's end.
+TEST(BFloat16Gemm, EpilogueAvx512MatchesPortable) {
+  if (k::best_cpu_path() == k::CpuPath::kPortable) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const int64_t rows = 7, cols = 37, ld = 40;
+  std::vector<float> C = random_floats(rows * ld, 3), bias = random_floats(cols, 4);
+  C[0] = -0.0f;
+  C[5] = std::numeric_limits<float>::quiet_NaN();
+  C[ld + 36] = -std::numeric_limits<float>::infinity();
+  for (int relu = 0; relu < 2; ++relu)
+    for (int with_bias = 0; with_bias < 2; ++with_bias) {
+      std::vector<float> want = C, got = C;
+      k::epilogue_block_portable(want.data(), ld, rows, cols, with_bias ? bias.data() : nullptr, relu != 0);
+      k::epilogue_block_avx512bf16(got.data(), ld, rows, cols, with_bias ? bias.data() : nullptr, relu != 0);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << relu << with_bias;
+    }
+}
+
 // A packed weight starts on a 64-byte line, as the per-call scratch does: a tile row (64 bytes) or a
 // vector of a misaligned pack straddles two lines (on AMX the cached-weight products ran 15-20%
 // slower than packing B afresh on every call).

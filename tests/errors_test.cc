@@ -34,6 +34,10 @@ TEST(Errors, ShapeMismatches) {
   EXPECT_TRUE(throws_with([&] { tg::repeat_kv(a, 2); }, {"repeat_kv", "[2, 3]"}));
   EXPECT_TRUE(throws_with([&] { tg::repeat_kv(tg::ones({1, 2, 3, 4}), 0); }, {"repeat_kv", "n_rep"}));
   EXPECT_TRUE(throws_with([&] { tg::bias_act(a, tg::ones({2}), tg::Activation::Relu); }, {"bias_act", "[2]", "[2, 3]"}));
+  EXPECT_TRUE(throws_with([&] { tg::linear(a, tg::ones({4, 2})); }, {"linear", "[2, 3]", "in_features = 2"}));
+  EXPECT_TRUE(throws_with([&] { tg::linear(a, tg::ones({4, 3, 1})); }, {"linear", "weight", "[4, 3, 1]"}));
+  EXPECT_TRUE(throws_with([&] { tg::linear(a, tg::ones({4, 3}), tg::ones({3})); }, {"linear", "bias", "[3]", "[4, 3]"}));
+  EXPECT_TRUE(throws_with([&] { tg::linear(a, tg::ones({4, 3}, tg::kFloat64)); }, {"linear", "dtypes"}));
 }
 
 TEST(Errors, AxesAndRanks) {

@@ -185,6 +185,23 @@ TEST_F(Gradcheck, NN) {
   GC((tg::manual_seed(3), tg::dropout(in[0], 0.3)), d);
 }
 
+// linear: one fused op with a bias and Identity or ReLU, matmul + bias_act otherwise; a 3-D input's
+// leading dims become rows; without a bias.
+TEST_F(Gradcheck, Linear) {
+  using tg::Activation;
+  for (Activation act : {Activation::Identity, Activation::Relu, Activation::Gelu}) {
+    Tensor x = leaf({2, 3, 4}, -2, 2), w = leaf({5, 4}), b = leaf({5});
+    EXPECT_TRUE(gradcheck_ok([&](const V& in) { return tg::linear(in[0], in[1], in[2], act); }, {x, w, b}))
+        << static_cast<int>(act);
+    EXPECT_TRUE(gradcheck_ok([&](const V& in) { return tg::linear(in[0], in[1], Tensor(), act); }, {x, w}))
+        << static_cast<int>(act);
+    if (act != Activation::Relu) {  // ReLU's second derivative is zero almost everywhere
+      EXPECT_TRUE(gradgradcheck_ok([&](const V& in) { return tg::linear(in[0], in[1], in[2], act); }, {x, w, b}))
+          << static_cast<int>(act);
+    }
+  }
+}
+
 TEST_F(Gradcheck, BiasActivation) {
   using tg::Activation;
   for (Activation act : {Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh}) {

@@ -358,7 +358,7 @@ size_t a_scratch_elems(int64_t rows, int64_t ld) { return static_cast<size_t>((r
 // the thread count. With C16, each row block of a panel is rounded into the bfloat16 C from a local
 // buffer once its sums are complete.
 void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const uint16_t* bp, float* C, int64_t ldc,
-                    bool accumulate, const Bf16Kernel& kernel, uint16_t* C16 = nullptr) {
+                    bool accumulate, const Bf16Kernel& kernel, uint16_t* C16 = nullptr, const Bf16Epilogue* ep = nullptr) {
   const int64_t tile_rows = kernel.rows;
   const Bf16TileFn tile = kernel.tile;
   // Each thread's share runs between the kernel's begin and end (AMX: configure, release the tiles).
@@ -392,6 +392,8 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   // and K takes several chunks (AMX: each chunk stored and reloaded its tiles in C, whose rows 2-8 KB
   // apart fall into a few L1 sets; one core, autocast 2048^3 +5-10%; with one chunk, no change).
   const bool via_block = C16 != nullptr || (kernel.store != nullptr && Kp > kc);
+  // The epilogue runs on each row block of a panel once its sums are complete, while it is in L1.
+  const Bf16EpilogueFn epilogue = kernel.epilogue ? kernel.epilogue : epilogue_block_portable;
   auto run_block = [&](int64_t i0, int64_t rows, const uint16_t* ap, int64_t q0, int64_t q1) {
     alignas(64) float block[kMaxRowBlock * kBf16PanelCols];  // C16's float32 sums for one panel
     for (int64_t q = q0; q < q1; ++q) {
@@ -408,6 +410,7 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
       }
       if (C16) kernel.round(block, kBf16PanelCols, C16 + i0 * ldc + j, ldc, rows, cols);
       else if (via_block) kernel.store(block, kBf16PanelCols, C + i0 * ldc + j, ldc, rows, cols, accumulate);
+      if (ep && !C16) epilogue(C + i0 * ldc + j, ldc, rows, cols, ep->bias ? ep->bias + j : nullptr, ep->relu);
     }
   };
   if (blocks >= threads || threads == 1) {
@@ -436,11 +439,20 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
 }  // namespace
 
 void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-                      bool accumulate, const Bf16Kernel& kernel, uint16_t* C16) {
+                      bool accumulate, const Bf16Kernel& kernel, uint16_t* C16, const Bf16Epilogue* epilogue) {
   const int64_t panels = (N + kBf16PanelCols - 1) / kBf16PanelCols;
   uint16_t* bp = gemm_scratch<uint16_t>(0, static_cast<size_t>(panels * bf16_padded_k(K) * kBf16PanelCols));
   pack_all_panels(b, N, K, bp, is_small(M, N, K));
-  gemm_on_panels(M, N, K, a, bp, C, ldc, accumulate, kernel, C16);
+  gemm_on_panels(M, N, K, a, bp, C, ldc, accumulate, kernel, C16, epilogue);
+}
+
+void epilogue_block_portable(float* C, int64_t ldc, int64_t rows, int64_t cols, const float* bias, bool relu) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float& v = C[r * ldc + c];
+      const float x = bias ? v + bias[c] : v;
+      v = relu ? (x > 0.0f ? x : 0.0f) : x;
+    }
 }
 
 void store_block_portable(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols, bool accumulate) {
@@ -495,9 +507,10 @@ Bf16Kernel isa_kernel(CpuPath path) {
   // rows up to K = 2048: 2048^3 +8-10% over 544 KB; 512-row blocks -10% at 1024^3). AVX512-BF16:
   // whole K, 128-row blocks, A in rows (its Zen 4 and 5 tuning, unchanged).
   return path == CpuPath::kAmx
-             ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true,
-                          store_block_avx512bf16}
-             : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, false};
+             ? Bf16Kernel{tile_amx,     kAmxRows, amx_tiles_begin,       amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true,
+                          store_block_avx512bf16, epilogue_block_avx512bf16}
+             : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, false, nullptr,
+                          epilogue_block_avx512bf16};
 }
 }  // namespace
 
@@ -515,12 +528,22 @@ void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, co
   gemm_bf16_packed(M, N, K, a, b, nullptr, ldc, false, isa_kernel(path), C);
 }
 
+namespace {
+// The epilogue over all of C, a row range per thread (the portable path and K = 0).
+void epilogue_all(int64_t M, int64_t N, float* C, int64_t ldc, const Bf16Epilogue& ep) {
+  parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / N), [&](int64_t r0, int64_t r1) {
+    epilogue_block_portable(C + r0 * ldc, ldc, r1 - r0, N, ep.bias, ep.relu);
+  });
+}
+}  // namespace
+
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-               bool accumulate, CpuPath path, const PackedB* packed) {
+               bool accumulate, CpuPath path, const PackedB* packed, const Bf16Epilogue* epilogue) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate)
       for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    if (epilogue) epilogue_all(M, N, C, ldc, *epilogue);
     return;
   }
   require_path(path);
@@ -528,13 +551,14 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16
     throw std::invalid_argument("gemm_bf16: the packed B was made for another shape or path");
   const Bf16Kernel kernel = isa_kernel(path);
   if (path == CpuPath::kPortable) {
-    if (!packed) return gemm_portable(M, N, K, a, b, C, ldc, accumulate);
-    Bf16Operand a_only = a;
-    return gemm_portable(M, N, K, a_only, {packed->rounded.data(), false, packed->trans ? K : N, packed->trans}, C, ldc,
-                         accumulate, /*b_rounded=*/true);
+    if (!packed) gemm_portable(M, N, K, a, b, C, ldc, accumulate);
+    else gemm_portable(M, N, K, a, {packed->rounded.data(), false, packed->trans ? K : N, packed->trans}, C, ldc, accumulate,
+                       /*b_rounded=*/true);
+    if (epilogue) epilogue_all(M, N, C, ldc, *epilogue);
+    return;
   }
-  if (packed) return gemm_on_panels(M, N, K, a, packed->panels.data(), C, ldc, accumulate, kernel);
-  gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, kernel);
+  if (packed) return gemm_on_panels(M, N, K, a, packed->panels.data(), C, ldc, accumulate, kernel, nullptr, epilogue);
+  gemm_bf16_packed(M, N, K, a, b, C, ldc, accumulate, kernel, nullptr, epilogue);
 }
 
 }  // namespace tg::kernels

@@ -85,10 +85,20 @@ PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path);
 // The same into an existing pack, reusing its memory (autocast repacks a weight after each step).
 void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, PackedB& out);
 
-// C[M, N] (row stride ldc) = op(A)[M, K] op(B)[K, N], or += when accumulate. With `packed` (made
-// by pack_b_bf16 for this N, K and path), b is not read.
+// What a product does to each complete float32 sum before C holds it (a linear layer's bias and
+// activation, so that its output is written once): + bias[j] (column j; none when null), then
+// max(0, .) when relu. On the ISA paths it runs on each block of C as the block is finished, while
+// the block is in L1.
+struct Bf16Epilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+};
+
+// C[M, N] (row stride ldc) = op(A)[M, K] op(B)[K, N], or += when accumulate; then the epilogue, if
+// given (with accumulate: C = epilogue(C + op(A) op(B))). With `packed` (made by pack_b_bf16 for
+// this N, K and path), b is not read.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-               bool accumulate, CpuPath path, const PackedB* packed = nullptr);
+               bool accumulate, CpuPath path, const PackedB* packed = nullptr, const Bf16Epilogue* epilogue = nullptr);
 inline void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
                       bool accumulate = false) {
   gemm_bf16(M, N, K, a, b, C, ldc, accumulate, cpu_path());
@@ -149,6 +159,8 @@ using Bf16RoundFn = void (*)(const float* src, int64_t lds, uint16_t* dst, int64
 // Writes a block of float32 values (row stride lds) into C (row stride ldd): dst = src, or += src.
 using Bf16StoreFn = void (*)(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols,
                              bool accumulate);
+// Applies an epilogue in place to a block of C (row stride ldc) whose columns start at bias[0].
+using Bf16EpilogueFn = void (*)(float* C, int64_t ldc, int64_t rows, int64_t cols, const float* bias, bool relu);
 // A micro-kernel with its row block and, for AMX, what each thread runs around its share of one
 // product: `begin` loads the tile configuration, `end` releases the tiles (as oneDNN does), so that
 // another library releasing them on the same thread between two products cannot leave our
@@ -159,7 +171,8 @@ using Bf16StoreFn = void (*)(const float* src, int64_t lds, float* dst, int64_t 
 // 0 for all of K): K is taken in chunks of that depth, each adding to C (a chunk of the B panel stays
 // in L1 while the row tiles pass); the chunks depend on K alone, so the order of the sums does too.
 // a_block_bytes: the packed A block's size in L2, which sets the rows per block (0: 128 rows).
-// a_tiles: A packed in tiles (packed_a_offset, ldd = Kp), else in rows.
+// a_tiles: A packed in tiles (packed_a_offset, ldd = Kp), else in rows. epilogue: how a block of C
+// gets a Bf16Epilogue (null: epilogue_block_portable).
 struct Bf16Kernel {
   Bf16TileFn tile;
   int64_t rows;
@@ -170,13 +183,17 @@ struct Bf16Kernel {
   int64_t a_block_bytes = 0;
   bool a_tiles = false;
   Bf16StoreFn store = nullptr;
+  Bf16EpilogueFn epilogue = nullptr;
 };
 // The blocked driver the ISA paths share, with the micro-kernel given (the tests give an emulated
 // one): into a float32 C (C16 null) or, not accumulating, into a bfloat16 C16 (C null).
 void gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-                      bool accumulate, const Bf16Kernel& kernel, uint16_t* C16 = nullptr);
+                      bool accumulate, const Bf16Kernel& kernel, uint16_t* C16 = nullptr,
+                      const Bf16Epilogue* epilogue = nullptr);
 void round_block_bf16_portable(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
 void round_block_avx512bf16(const float* src, int64_t lds, uint16_t* dst, int64_t ldd, int64_t rows, int64_t cols);
+void epilogue_block_portable(float* C, int64_t ldc, int64_t rows, int64_t cols, const float* bias, bool relu);
+void epilogue_block_avx512bf16(float* C, int64_t ldc, int64_t rows, int64_t cols, const float* bias, bool relu);
 void store_block_portable(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols, bool accumulate);
 void store_block_avx512bf16(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols,
                             bool accumulate);

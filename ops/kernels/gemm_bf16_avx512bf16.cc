@@ -229,6 +229,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void store_block_avx512bf16
   }
 }
 
+// A block of C + bias, then max(0, .) (bf16.h's Bf16EpilogueFn), 16 values a vector: the same
+// float32 additions as the portable epilogue (and as bias_act), so the same bits.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void epilogue_block_avx512bf16(float* C, int64_t ldc, int64_t rows,
+                                                                                     int64_t cols, const float* bias,
+                                                                                     bool relu) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t c = 0; c < cols; c += 16) {
+    const __mmask16 m = cols - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c)) - 1);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(m, bias + c) : zero;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* d = C + r * ldc + c;
+      __m512 v = m == 0xFFFF ? _mm512_loadu_ps(d) : _mm512_maskz_loadu_ps(m, d);
+      if (bias) v = _mm512_add_ps(v, b);
+      if (relu) v = _mm512_max_ps(v, zero);  // a NaN becomes 0, as the portable x > 0 ? x : 0
+      if (m == 0xFFFF) _mm512_storeu_ps(d, v);
+      else _mm512_mask_storeu_ps(d, m, v);
+    }
+  }
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(const Bf16Operand& a, int64_t i0, int64_t rows,
                                                                              int64_t K, uint16_t* dst, int64_t ldd,
                                                                              bool tiles) {

@@ -232,7 +232,8 @@ void bias_act_forward(const T* x, const T* b, T* y, int64_t rows, int64_t D, Act
   });
 }
 
-// dx = g act'(x + b); db = column sums of dx, added in blocks of a fixed number of rows.
+// dx = g act'(x + b); db = column sums of dx, added in blocks of a fixed number of rows. With dx
+// null (the identity, whose dx is g): db only, the same sums.
 template <class T, class ActGrad>
 void bias_act_backward(const T* g, const T* x, const T* b, T* dx, T* db, int64_t rows, int64_t D, ActGrad grad) {
   constexpr int64_t kRowBlock = 32;
@@ -244,6 +245,10 @@ void bias_act_backward(const T* g, const T* x, const T* b, T* dx, T* db, int64_t
       T* pb = db ? partial.data() + blk * D : nullptr;
       if (pb) std::fill(pb, pb + D, T(0));
       for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
+        if (!dx) {
+          if (pb) binary_run(pb, 1, g + r * D, 1, pb, D, Add{});
+          continue;
+        }
         binary_run(x + r * D, 1, b, 1, pre.data(), D, Add{});
         binary_run(g + r * D, 1, pre.data(), 1, dx + r * D, D, grad);
         if (pb) binary_run(pb, 1, dx + r * D, 1, pb, D, Add{});
