@@ -3,6 +3,8 @@
 // the backward picks transpose flags instead of transposing.
 #include "ops/matmul.h"
 
+#include <atomic>
+
 #include "graph/factory.h"
 #include "ops/autocast.h"
 #include "ops/cpu_capability.h"
@@ -21,28 +23,50 @@ namespace {
 Tensor matmul_as(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast);
 
 // A float32 weight's bfloat16 pack for op(B) (N x K), made once and kept with its storage until
-// the data changes (the storage's version: in-place ops and optimizer steps bump it).
+// the data changes (the storage's version: in-place ops and optimizer steps bump it). `used`: the
+// pack served a product since it was made, so an optimizer step remakes it at once
+// (refresh_autocast_packs) rather than at its next use.
+struct WeightPack {
+  kernels::PackedB pack;
+  mutable std::atomic<bool> used{false};
+};
+
+uint64_t pack_key(const Tensor& w, int64_t N, int64_t K, bool trans, kernels::CpuPath path) {
+  uint64_t key = 1469598103934665603ULL;
+  for (uint64_t v : {w.impl().storage->version(), static_cast<uint64_t>(w.impl().offset), static_cast<uint64_t>(N),
+                     static_cast<uint64_t>(K), static_cast<uint64_t>(trans), static_cast<uint64_t>(path)})
+    key = (key ^ v) * 1099511628211ULL;
+  return key;
+}
+
+bool same_pack(const kernels::PackedB& p, int64_t N, int64_t K, bool trans, kernels::CpuPath path) {
+  return p.N == N && p.K == K && p.trans == trans && p.path == path;
+}
+
 std::shared_ptr<const kernels::PackedB> packed_weight(const Tensor& w, const kernels::Bf16Operand& op, int64_t N, int64_t K,
                                                       kernels::CpuPath path) {
   const Storage& st = *w.impl().storage;
-  uint64_t key = 1469598103934665603ULL;
-  for (uint64_t v : {st.version(), static_cast<uint64_t>(w.impl().offset), static_cast<uint64_t>(N), static_cast<uint64_t>(K),
-                     static_cast<uint64_t>(op.trans), static_cast<uint64_t>(path)})
-    key = (key ^ v) * 1099511628211ULL;
+  const uint64_t key = pack_key(w, N, K, op.trans, path);
   const int slot = op.trans ? 0 : 1;  // forward x Wᵀ and backward G W each keep theirs
-  if (auto p = std::static_pointer_cast<const kernels::PackedB>(st.derived(slot, key)))
-    if (p->N == N && p->K == K && p->trans == op.trans && p->path == path) return p;
+  if (auto p = std::static_pointer_cast<const WeightPack>(st.derived(slot, key)))
+    if (same_pack(p->pack, N, K, op.trans, path)) {
+      p->used.store(true, std::memory_order_relaxed);
+      return {p, &p->pack};
+    }
   // The stale pack of this slot is repacked in place when nothing else holds it (no fresh pages
   // after every optimizer step); otherwise a new one is made.
-  auto old = std::static_pointer_cast<const kernels::PackedB>(st.derived_any(slot));
-  if (old && old->N == N && old->K == K && old->trans == op.trans && old->path == path && old.use_count() == 2) {
-    kernels::pack_b_bf16(op, N, K, path, const_cast<kernels::PackedB&>(*old));
+  auto old = std::static_pointer_cast<const WeightPack>(st.derived_any(slot));
+  if (old && same_pack(old->pack, N, K, op.trans, path) && old.use_count() == 2) {
+    kernels::pack_b_bf16(op, N, K, path, const_cast<kernels::PackedB&>(old->pack));
+    old->used.store(true, std::memory_order_relaxed);
     st.set_derived(slot, key, old);
-    return old;
+    return {old, &old->pack};
   }
-  auto p = std::make_shared<const kernels::PackedB>(kernels::pack_b_bf16(op, N, K, path));
+  auto p = std::make_shared<WeightPack>();
+  kernels::pack_b_bf16(op, N, K, path, p->pack);
+  p->used.store(true, std::memory_order_relaxed);
   st.set_derived(slot, key, p);
-  return p;
+  return {p, &p->pack};
 }
 
 // The nb products of a batch: many small ones (attention) one thread per product; few large
@@ -151,6 +175,24 @@ Tensor matmul_as(const Tensor& a, const Tensor& b, bool transpose_a, bool transp
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   return matmul_as(a, b, transpose_a, transpose_b, autocast_enabled());
+}
+
+void refresh_autocast_packs(const Tensor& w) {
+  if (!w.defined() || w.dtype() != kFloat32) return;
+  const Storage& st = *w.impl().storage;
+  const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+  for (int slot = 0; slot < 2; ++slot) {
+    auto old = std::static_pointer_cast<const WeightPack>(st.derived_any(slot));
+    // Only a pack that served a product since it was made (a model still trained under autocast),
+    // on the path in use, that nothing else holds.
+    if (!old || !old->used.load(std::memory_order_relaxed) || old->pack.path != path || old.use_count() != 2) continue;
+    const kernels::PackedB& p = old->pack;
+    const int64_t ld = p.trans ? p.K : p.N;
+    if (p.N * p.K != w.numel()) continue;
+    kernels::pack_b_bf16({w.data<float>(), false, ld, p.trans}, p.N, p.K, path, const_cast<kernels::PackedB&>(p));
+    old->used.store(false, std::memory_order_relaxed);
+    st.set_derived(slot, pack_key(w, p.N, p.K, p.trans, path), old);
+  }
 }
 
 namespace {

@@ -146,6 +146,7 @@ void SGD::step() {
       k::sgd_update<T>(p.data<T>(), grad_as(p).template data<T>(), buf, p.numel(), T(lr_), T(opts.weight_decay),
                        T(opts.momentum), T(opts.dampening), opts.nesterov, first);
     });
+    refresh_autocast_packs(p);  // while p is in cache
   }
 }
 
@@ -186,6 +187,7 @@ void Adam::step() {
                         buffer(i, 1).template data<T>(), p.numel(), T(opts.beta1), T(opts.beta2), T(opts.eps),
                         T(step_size), T(inv_sqrt_bc2), T(wd_l2), T(decay));
     });
+    refresh_autocast_packs(p);  // while p is in cache
   }
 }
 

@@ -137,6 +137,41 @@ TEST(Autocast, FusedLinearEqualsMatmulThenBiasAct) {
   tg::set_cpu_capability(saved);
 }
 
+// An optimizer step remakes, at once, the packs of each weight it updates that served a product
+// (refresh_autocast_packs): the next forward and backward equal those of a copy of the model whose
+// packs are made afresh, bit for bit, with SGD and AdamW, over several steps.
+TEST(Autocast, AnOptimizerStepRemakesTheWeightPacks) {
+  for (int adamw = 0; adamw < 2; ++adamw) {
+    tg::manual_seed(5);
+    tg::Linear lin(70, 40);
+    Tensor x = tg::randn({33, 70}).requires_grad_(), r = tg::randn({33, 40});
+    std::unique_ptr<tg::Optimizer> opt;
+    if (adamw) opt = std::make_unique<tg::AdamW>(lin.named_parameters(), tg::AdamOptions{.lr = 0.05});
+    else opt = std::make_unique<tg::SGD>(lin.named_parameters(), tg::SGDOptions{.lr = 0.05});
+    auto run = [&](tg::Linear& l) {
+      x.zero_grad();
+      l.zero_grad();
+      tg::AutocastGuard autocast;
+      Tensor y = l.forward(x, tg::Activation::Relu);
+      tg::sum(tg::mul(y, r)).backward();
+      std::vector<float> v = y.to_vector<float>();
+      for (const Tensor& g : {x.grad(), l.weight.grad(), l.bias.grad()}) {
+        const std::vector<float> gv = g.to_vector<float>();
+        v.insert(v.end(), gv.begin(), gv.end());
+      }
+      return v;
+    };
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<float> got = run(lin);
+      tg::Linear fresh(70, 40);  // the same values, packs made afresh
+      fresh.weight = lin.weight.detach().clone().requires_grad_();
+      fresh.bias = lin.bias.detach().clone().requires_grad_();
+      EXPECT_EQ(got, run(fresh)) << (adamw ? "AdamW" : "SGD") << " step " << step;
+      opt->step();
+    }
+  }
+}
+
 TEST(Autocast, ResultsDoNotDependOnTheThreadCount) {
   tg::manual_seed(3);
   tg::Linear lin(300, 200);
