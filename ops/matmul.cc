@@ -1,6 +1,7 @@
 // matmul: 2-D and batched (broadcast batch dims), 1-D vectors, transpose flags. Transposed
 // operands are read through strides by the packed GEMM (ops/kernels/gemm.h), never copied, and
-// the backward picks transpose flags instead of transposing.
+// the backward picks transpose flags instead of transposing. Also linear (ops/nn.h), the product
+// with a linear layer's bias and activation, and autocast's cache of packed weights.
 #include "ops/matmul.h"
 
 #include <atomic>

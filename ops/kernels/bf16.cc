@@ -392,7 +392,8 @@ void gemm_on_panels(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const
   // and K takes several chunks (AMX: each chunk stored and reloaded its tiles in C, whose rows 2-8 KB
   // apart fall into a few L1 sets; one core, autocast 2048^3 +5-10%; with one chunk, no change).
   const bool via_block = C16 != nullptr || (kernel.store != nullptr && Kp > kc);
-  // The epilogue runs on each row block of a panel once its sums are complete, while it is in L1.
+  // The epilogue runs on each row block of a panel once its sums are complete, while it is in cache
+  // (applied to each 32 x 32 tile as it is stored, or to the L1 block before its store: no gain).
   const Bf16EpilogueFn epilogue = kernel.epilogue ? kernel.epilogue : epilogue_block_portable;
   auto run_block = [&](int64_t i0, int64_t rows, const uint16_t* ap, int64_t q0, int64_t q1) {
     alignas(64) float block[kMaxRowBlock * kBf16PanelCols];  // C16's float32 sums for one panel
@@ -507,7 +508,7 @@ Bf16Kernel isa_kernel(CpuPath path) {
   // rows up to K = 2048: 2048^3 +8-10% over 544 KB; 512-row blocks -10% at 1024^3). AVX512-BF16:
   // whole K, 128-row blocks, A in rows (its Zen 4 and 5 tuning, unchanged).
   return path == CpuPath::kAmx
-             ? Bf16Kernel{tile_amx,     kAmxRows, amx_tiles_begin,       amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true,
+             ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true,
                           store_block_avx512bf16, epilogue_block_avx512bf16}
              : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, false, nullptr,
                           epilogue_block_avx512bf16};

@@ -88,7 +88,7 @@ void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, Packe
 // What a product does to each complete float32 sum before C holds it (a linear layer's bias and
 // activation, so that its output is written once): + bias[j] (column j; none when null), then
 // max(0, .) when relu. On the ISA paths it runs on each block of C as the block is finished, while
-// the block is in L1.
+// the block is in cache.
 struct Bf16Epilogue {
   const float* bias = nullptr;
   bool relu = false;
