@@ -264,10 +264,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_avx512bf16(cons
     // lane per packed row); a 16 x 16 transpose of those pairs gives each packed row its 32 values,
     // one 64-byte store (before: 8 pairs at a time through a buffer on the stack; dW's products
     // 2-5% faster). Past K the pairs are zeros, so each row is written up to Kp.
-    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-      const int64_t rn = std::min<int64_t>(16, rows - r0);
-      const __mmask16 m = rn == 16 ? __mmask16(0xFFFF) : __mmask16((1u << rn) - 1);
-      for (int64_t k0 = 0; k0 < K; k0 += 32) {
+    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+      for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const int64_t rn = std::min<int64_t>(16, rows - r0);
+        const __mmask16 m = rn == 16 ? __mmask16(0xFFFF) : __mmask16((1u << rn) - 1);
         __m512i p[16];
         for (int q = 0; q < 16; ++q) {
           const int64_t k = k0 + 2 * q;
