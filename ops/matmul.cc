@@ -44,6 +44,16 @@ bool same_pack(const kernels::PackedB& p, int64_t N, int64_t K, bool trans, kern
   return p.N == N && p.K == K && p.trans == trans && p.path == path;
 }
 
+// Packs w's current data into `kept` (a pack of this slot that nothing else holds: its memory is
+// reused) and files it under w's current key; `used` as WeightPack says.
+void repack_in_place(const Tensor& w, int slot, const std::shared_ptr<const WeightPack>& kept, const kernels::Bf16Operand& op,
+                     kernels::CpuPath path, bool used) {
+  const kernels::PackedB& p = kept->pack;
+  kernels::pack_b_bf16(op, p.N, p.K, path, const_cast<kernels::PackedB&>(p));
+  kept->used.store(used, std::memory_order_relaxed);
+  w.impl().storage->set_derived(slot, pack_key(w, p.N, p.K, p.trans, path), kept);
+}
+
 std::shared_ptr<const kernels::PackedB> packed_weight(const Tensor& w, const kernels::Bf16Operand& op, int64_t N, int64_t K,
                                                       kernels::CpuPath path) {
   const Storage& st = *w.impl().storage;
@@ -58,9 +68,7 @@ std::shared_ptr<const kernels::PackedB> packed_weight(const Tensor& w, const ker
   // after every optimizer step); otherwise a new one is made.
   auto old = std::static_pointer_cast<const WeightPack>(st.derived_any(slot));
   if (old && same_pack(old->pack, N, K, op.trans, path) && old.use_count() == 2) {
-    kernels::pack_b_bf16(op, N, K, path, const_cast<kernels::PackedB&>(old->pack));
-    old->used.store(true, std::memory_order_relaxed);
-    st.set_derived(slot, key, old);
+    repack_in_place(w, slot, old, op, path, /*used=*/true);
     return {old, &old->pack};
   }
   auto p = std::make_shared<WeightPack>();
@@ -188,11 +196,8 @@ void refresh_autocast_packs(const Tensor& w) {
     // on the path in use, that nothing else holds.
     if (!old || !old->used.load(std::memory_order_relaxed) || old->pack.path != path || old.use_count() != 2) continue;
     const kernels::PackedB& p = old->pack;
-    const int64_t ld = p.trans ? p.K : p.N;
     if (p.N * p.K != w.numel()) continue;
-    kernels::pack_b_bf16({w.data<float>(), false, ld, p.trans}, p.N, p.K, path, const_cast<kernels::PackedB&>(p));
-    old->used.store(false, std::memory_order_relaxed);
-    st.set_derived(slot, pack_key(w, p.N, p.K, p.trans, path), old);
+    repack_in_place(w, slot, old, {w.data<float>(), false, p.trans ? p.K : p.N, p.trans}, path, /*used=*/false);
   }
 }
 
