@@ -7,7 +7,8 @@
 //   models/    Module, layers, attention, transformers, generation, word2vec
 //   optim/     SGD, Adam, AdamW, clipping, learning-rate schedules
 //   distributed/ processes over MPI (mpirun, srun): data-parallel training, gradient buckets
-//   text/      vocabulary, tokenizers, corpus readers, batching, BLEU, perplexity
+//   text/      vocabulary, tokenizers, corpus readers, batching, BLEU, perplexity (no models)
+//   pipelines/ models and tokenizers together: Translator, SentenceEncoder, word-vector evaluation
 //   train/     the training loop, its resumable state, metrics, progress, reports, program flags
 #include "autodiff/engine.h"
 #include "autodiff/function.h"
@@ -34,21 +35,22 @@
 #include "models/llama.h"
 #include "models/module.h"
 #include "models/module_io.h"
+#include "models/gpt2.h"
 #include "models/transformer.h"
 #include "models/word2vec.h"
-#include "ops/kernels/parallel.h"
 #include "ops/ops.h"
+#include "ops/threads.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "text/batching.h"
 #include "text/metrics.h"
 #include "text/readers.h"
-#include "text/sentence_encoder.h"
 #include "text/split.h"
 #include "text/tokenizer.h"
-#include "text/translator.h"
 #include "text/vocabulary.h"
-#include "text/word_eval.h"
+#include "pipelines/sentence_encoder.h"
+#include "pipelines/translator.h"
+#include "pipelines/word_eval.h"
 #include "train/checkpoint.h"
 #include "train/cli.h"
 #include "train/curves.h"

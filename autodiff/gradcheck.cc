@@ -1,5 +1,6 @@
 #include "autodiff/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autodiff/engine.h"

@@ -17,6 +17,7 @@
 //   build/amx_tile_loop [--seconds 0.5]      (prints "available": false without AMX)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
     tg::cli::Flags flags("amx_tile_loop", "the AMX micro-kernel's 2 x 2 tile loop over operands in L1 or L2, with and without C stores");
     flags.add("seconds", &seconds, "seconds per case").above(0);
     flags.parse(argc, argv).or_throw();
-    if (tg::kernels::best_cpu_path() < tg::kernels::CpuPath::kAmx) {
+    if (tg::best_cpu_capability() < tg::CpuCapability::kAmx) {
       fmt::print("{{\"available\": false}}\n");
       return 0;
     }

@@ -2,6 +2,7 @@
 // op beside the unfused path built from generic ops. Reports the peak of extra tensor memory
 // (bytes held by tensors beyond q, k, v) during one forward + backward.
 #include <benchmark/benchmark.h>
+#include <algorithm>
 
 #include "tapegrad.h"
 

@@ -75,7 +75,7 @@ void BM_gelu_tanh(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor a = rnd({n});
   for (auto _ : state) {
-    Tensor c = tg::gelu(a, tg::GeluApprox::Tanh);
+    Tensor c = tg::gelu(a, tg::GeluApprox::kTanh);
     benchmark::DoNotOptimize(c.raw_data());
   }
   set_counters(state, n, 2 * n * kF32);
@@ -85,7 +85,7 @@ void BM_gelu_erf(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor a = rnd({n});
   for (auto _ : state) {
-    Tensor c = tg::gelu(a, tg::GeluApprox::None);
+    Tensor c = tg::gelu(a, tg::GeluApprox::kNone);
     benchmark::DoNotOptimize(c.raw_data());
   }
   set_counters(state, n, 2 * n * kF32);
@@ -220,7 +220,7 @@ void BM_bias_gelu_fwd_bwd(benchmark::State& state) {
   Tensor x = rnd({r, c}).requires_grad_(), b = rnd({c}).requires_grad_();
   Tensor g = rnd({r, c});
   for (auto _ : state) {
-    Tensor y = tg::bias_act(x, b, tg::Activation::Gelu);
+    Tensor y = tg::bias_act(x, b, tg::Activation::kGelu);
     y.backward(g);
     benchmark::DoNotOptimize(x.grad().raw_data());
     x.zero_grad();

@@ -12,6 +12,7 @@
 // _bf16 variants run forward and backward under tg::AutocastGuard (bfloat16 products with float32
 // sums, on the path TG_CPU_CAPABILITY allows; its name is the label); clipping and AdamW in float32.
 #include <sys/resource.h>
+#include <algorithm>
 
 #include <benchmark/benchmark.h>
 
@@ -79,7 +80,7 @@ void decoder_only(benchmark::State& state, int64_t vocab, tg::LayerConfig layer,
   run_steps(state, model, B * L, [&] { return tg::cross_entropy(model.forward(x), y); });
 }
 
-tg::LayerConfig layer(int64_t d, int64_t h, int64_t ff, bool attn_dropout, tg::Activation act = tg::Activation::Relu,
+tg::LayerConfig layer(int64_t d, int64_t h, int64_t ff, bool attn_dropout, tg::Activation act = tg::Activation::kRelu,
                       bool norm_first = false) {
   return {.d_model = d, .heads = h, .d_ff = ff, .dropout = 0.1, .attn_dropout = attn_dropout ? 0.1 : 0.0,
           .activation = act, .norm_first = norm_first};
@@ -87,9 +88,9 @@ tg::LayerConfig layer(int64_t d, int64_t h, int64_t ff, bool attn_dropout, tg::A
 
 void BM_train_A(benchmark::State& s) { encoder_decoder(s, 1000, layer(128, 4, 512, true), 2, 32, 32); }
 void BM_train_A_fusedattn(benchmark::State& s) { encoder_decoder(s, 1000, layer(128, 4, 512, false), 2, 32, 32); }
-void BM_train_B(benchmark::State& s) { decoder_only(s, 96, layer(256, 8, 1024, true, tg::Activation::Gelu, true), 4, 128, 16); }
+void BM_train_B(benchmark::State& s) { decoder_only(s, 96, layer(256, 8, 1024, true, tg::Activation::kGelu, true), 4, 128, 16); }
 void BM_train_B_fusedattn(benchmark::State& s) {
-  decoder_only(s, 96, layer(256, 8, 1024, false, tg::Activation::Gelu, true), 4, 128, 16);
+  decoder_only(s, 96, layer(256, 8, 1024, false, tg::Activation::kGelu, true), 4, 128, 16);
 }
 void BM_train_C(benchmark::State& s) { encoder_decoder(s, 8000, layer(512, 8, 2048, true), 6, 64, 16); }
 void BM_train_C_fusedattn(benchmark::State& s) { encoder_decoder(s, 8000, layer(512, 8, 2048, false), 6, 64, 16); }

@@ -7,6 +7,7 @@
 //   build/bf16_peak [--threads 1,2] [--seconds 1]
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -83,15 +84,15 @@ int main(int argc, char** argv) {
     flags.add("threads", &threads, "comma-separated thread counts");
     flags.add("seconds", &seconds, "seconds per measurement").above(0);
     flags.parse(argc, argv).or_throw();
-    const auto best = tg::kernels::best_cpu_path();
+    const auto best = tg::best_cpu_capability();
     struct Path {
       const char* name;
       bool available;
       float (*loop)(int64_t);
       double flops_per_iter;
     };
-    const Path paths[] = {{"avx512_bf16", best >= tg::kernels::CpuPath::kAvx512Bf16, dp_loop_avx512bf16, 16 * 64.0},
-                          {"amx", best >= tg::kernels::CpuPath::kAmx, tdp_loop_amx, 4 * 16384.0}};
+    const Path paths[] = {{"avx512_bf16", best >= tg::CpuCapability::kAvx512Bf16, dp_loop_avx512bf16, 16 * 64.0},
+                          {"amx", best >= tg::CpuCapability::kAmx, tdp_loop_amx, 4 * 16384.0}};
     for (const Path& p : paths) {
       if (!p.available) {
         fmt::print("{{\"path\": \"{}\", \"available\": false}}\n", p.name);

@@ -24,7 +24,7 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-tg::LayerConfig layer(int64_t d, int64_t h, int64_t ff, tg::Activation act = tg::Activation::Relu, bool norm_first = false) {
+tg::LayerConfig layer(int64_t d, int64_t h, int64_t ff, tg::Activation act = tg::Activation::kRelu, bool norm_first = false) {
   return {.d_model = d, .heads = h, .d_ff = ff, .dropout = 0.1, .attn_dropout = 0.1, .activation = act, .norm_first = norm_first};
 }
 
@@ -53,7 +53,7 @@ Result run(const std::string& config, int64_t steps, int64_t warmup, bool overla
     model = std::move(m);
   } else {
     auto m = std::make_unique<tg::DecoderLM>(
-        tg::LMConfig{.vocab = vocab, .context = L, .layer = layer(256, 8, 1024, tg::Activation::Gelu, true), .layers = 4,
+        tg::LMConfig{.vocab = vocab, .context = L, .layer = layer(256, 8, 1024, tg::Activation::kGelu, true), .layers = 4,
                      .tie_weights = true});
     lm = m.get();
     model = std::move(m);
@@ -86,7 +86,7 @@ Result run(const std::string& config, int64_t steps, int64_t warmup, bool overla
   auto step = [&](const std::vector<int64_t>& ids) {
     Tensor logits = a ? ed->forward(rows(src, ids), rows(tin, ids)) : lm->forward(rows(src, ids));
     Tensor y = rows(tout, ids);
-    return tg::train::StepOutput{tg::cross_entropy(logits, y, {.reduction = tg::Reduction::Sum}), static_cast<double>(y.numel())};
+    return tg::train::StepOutput{tg::cross_entropy(logits, y, {.reduction = tg::Reduction::kSum}), static_cast<double>(y.numel())};
   };
   trainer.fit(tg::train::ShuffledSampler(n, B), step);
   r.ms = median(times);

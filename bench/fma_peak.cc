@@ -7,6 +7,7 @@
 // The training-step benchmarks state their GFLOP/s as a share of this peak (bench/RESULTS.md).
 //
 //   build/fma_peak [--threads 1,2] [--seconds 1]
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -15,8 +16,8 @@
 #include <vector>
 
 #include <fmt/core.h>
-#include <xsimd/xsimd.hpp>
 
+#include "ops/kernels/simd.h"
 #include "tapegrad.h"
 
 namespace {
@@ -35,7 +36,7 @@ __attribute__((noipa)) float fma_loop(int64_t iterations, float seed) {
   }
   B s = acc[0];
   for (int c = 1; c < kChains; ++c) s += acc[c];
-  return xsimd::hadd(s);
+  return tg::kernels::hsum(s);
 }
 
 // Dependent adds, one a cycle, eight per loop iteration (the loop's own counter and branch run

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     tg::manual_seed(0);
     tg::DecoderLM lm({.vocab = 96, .context = 1024,
                       .layer = {.d_model = 256, .heads = 8, .d_ff = 1024, .dropout = 0.0,
-                                .activation = tg::Activation::Gelu, .norm_first = true},
+                                .activation = tg::Activation::kGelu, .norm_first = true},
                       .layers = 4});
     tg::Generator g(0);
     std::vector<int64_t> prompt;

@@ -3,7 +3,7 @@
 // builds the same model with bfloat16 parameters (ParameterDTypeGuard, no random init) and loads
 // the file into it tensor by tensor (load_pretrained). One JSON line.
 //
-//   python bench/make_bf16_checkpoint.py --from data/models/all-MiniLM-L6-v2 --out /tmp/minilm-bf16
+//   python tools/make_bf16_checkpoint.py --from data/models/all-MiniLM-L6-v2 --out /tmp/minilm-bf16
 //   build/load_rss --model /tmp/minilm-bf16 --dtype bf16
 #include <filesystem>
 #include <fstream>

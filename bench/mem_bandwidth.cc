@@ -10,8 +10,8 @@
 #include <vector>
 
 #include <fmt/core.h>
-#include <xsimd/xsimd.hpp>
 
+#include "ops/kernels/simd.h"
 #include "tapegrad.h"
 #include "ops/kernels/parallel.h"
 
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
               s2 += B::load_unaligned(&buf[i + 2 * W]);
               s3 += B::load_unaligned(&buf[i + 3 * W]);
             }
-            float s = xsimd::hadd(s0 + s1 + s2 + s3);
+            float s = tg::kernels::hsum(s0 + s1 + s2 + s3);
             for (; i < b; ++i) s += buf[i];
             part[static_cast<size_t>(c)] = s;
           }

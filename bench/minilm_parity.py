@@ -5,7 +5,7 @@
     /tmp/torch2/bin/python bench/minilm_parity.py --model data/models/all-MiniLM-L6-v2 \\
         --input /tmp/parity.txt --ours /tmp/ours.safetensors
 
-(/tmp/parity.txt from bench/make_parity_sentences.py). The reference is computed as bert_embed does:
+(/tmp/parity.txt from tools/make_parity_sentences.py). The reference is computed as bert_embed does:
 one sentence per line of --input (split on "\\n" only: a final "\\n" ends the last line, empty lines
 are sentences too; "\\r" and other separators such as U+2028 stay inside the line, where BERT's
 normalizer treats them as spaces or drops them), the model folder's tokenizer.json with truncation to

@@ -1,5 +1,6 @@
 #include "distributed/grad_sync.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 

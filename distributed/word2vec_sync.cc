@@ -30,7 +30,7 @@ std::vector<int64_t> shard_sentences(const std::vector<int64_t>& corpus, int ran
   return out;
 }
 
-std::vector<int64_t> hot_words(const Vocabulary& vocab, double sample, int64_t hot_sync_words) {
+std::vector<int64_t> hot_words(const WordCounts& vocab, double sample, int64_t hot_sync_words) {
   TG_CHECK(hot_sync_words >= 0 && sample >= 0, "hot_words", "expected hot_sync_words >= 0 and sample >= 0, got {} and {}",
            hot_sync_words, sample);
   std::vector<int64_t> hot;

@@ -41,7 +41,7 @@ struct Word2VecSumOptions {
 // The hot words' ids for `hot_sync_words` (see above): word w is hot when
 // count(w) x keep(w) x hot_sync_words / total >= 1, keep(w) being
 // word2vec_keep_probability(count(w), total, sample). Empty when hot_sync_words is 0.
-std::vector<int64_t> hot_words(const Vocabulary& vocab, double sample, int64_t hot_sync_words);
+std::vector<int64_t> hot_words(const WordCounts& vocab, double sample, int64_t hot_sync_words);
 
 // Sums the processes' changes to a Word2Vec's vectors; pass sync() to Word2Vec::train. Keeps a
 // copy of the vectors as of the last sum: construct it after the model and keep it alive through

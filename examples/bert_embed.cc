@@ -51,7 +51,7 @@ int run(int argc, char** argv) {
   if (o.layer > cfg.layers) tg::cli::fail(fmt::format("--layer {}: the model has {} layers (0..{})", o.layer, cfg.layers, cfg.layers));
   if (o.max_length > cfg.max_positions)
     tg::cli::fail(fmt::format("--max_length {}: the model's positions end at {}", o.max_length, cfg.max_positions));
-  if (!o.pooling.empty()) enc->pooling = o.pooling == "cls" ? tg::Pooling::Cls : tg::Pooling::Mean;
+  if (!o.pooling.empty()) enc->pooling = o.pooling == "cls" ? tg::Pooling::kCls : tg::Pooling::kMean;
   if (f.given("normalize")) enc->normalize = o.normalize;
   if (o.max_length > 0) enc->max_length = o.max_length;
   enc->layer = o.layer;
@@ -60,7 +60,7 @@ int run(int argc, char** argv) {
       tg::text::read_lines(o.input, {.trim = false, .skip_empty = false}).value();
   std::fprintf(stderr, "bert_embed: %zu lines, %lld layers x %lld wide, %s pooling%s, at most %lld tokens, %d threads, %s\n",
                lines.size(), static_cast<long long>(o.layer < 0 ? cfg.layers : o.layer), static_cast<long long>(cfg.hidden),
-               enc->pooling == tg::Pooling::Cls ? "CLS" : "mean", enc->normalize ? ", normalized" : "",
+               enc->pooling == tg::Pooling::kCls ? "CLS" : "mean", enc->normalize ? ", normalized" : "",
                static_cast<long long>(enc->max_length), tg::num_threads(), o.precision.c_str());
   tg::train::Progress progress(static_cast<int64_t>(lines.size()), "embed", "sentences");
   tg::Tensor e = enc->encode(lines, o.batch, [&](int64_t done) { progress.update(done, "", done); });
@@ -68,7 +68,7 @@ int run(int argc, char** argv) {
   tg::StateDict out;
   out.insert("embeddings", e);
   tg::save_safetensors(o.output, out,
-                       {{"model", o.model}, {"pooling", enc->pooling == tg::Pooling::Cls ? "cls" : "mean"},
+                       {{"model", o.model}, {"pooling", enc->pooling == tg::Pooling::kCls ? "cls" : "mean"},
                         {"normalize", enc->normalize ? "1" : "0"}, {"layer", std::to_string(o.layer)},
                         {"max_length", std::to_string(enc->max_length)}})
       .or_throw();

@@ -139,7 +139,7 @@ Result word2vec_head(const Data& d, const Options& o) {
   for (const std::string& s : d.all_train_text) sentences.push_back(tg::text::word_tokens(s, /*lowercase=*/true));
   std::vector<std::string> flat;
   for (const auto& t : sentences) flat.insert(flat.end(), t.begin(), t.end());
-  tg::Vocabulary vocab = tg::Vocabulary::build(flat, 3);
+  tg::WordCounts vocab = tg::WordCounts::build(flat, 3);
   std::vector<int64_t> corpus;
   for (const auto& s : sentences) {
     for (int64_t id : vocab.encode(s)) corpus.push_back(id);
@@ -193,7 +193,7 @@ struct Classifier : tg::Module {
     head = register_module("head", std::make_shared<tg::Linear>(bert->cfg.hidden, kNumClasses));
   }
   Tensor forward(const tg::BertInputs& in) {
-    return head->forward(dropout->forward(tg::pool(bert->forward(in), in.attention_mask, tg::Pooling::Mean)));
+    return head->forward(dropout->forward(tg::pool(bert->forward(in), in.attention_mask, tg::Pooling::kMean)));
   }
   std::string type_name() const override { return "GlossClassifier"; }
 };

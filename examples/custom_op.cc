@@ -1,5 +1,6 @@
 // A custom op defined in user code: softplus(x) = log(1 + exp(x)), with a hand-written forward
 // loop and a backward attached through tg::record, then checked with tg::gradcheck.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/core.h>

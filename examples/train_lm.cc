@@ -44,7 +44,7 @@ struct Options {
 tg::LMConfig model_config(const Options& o, int64_t vocab) {
   return {.vocab = vocab, .context = o.context,
           .layer = {.d_model = o.width, .heads = o.heads, .d_ff = 4 * o.width, .dropout = o.dropout,
-                    .activation = tg::Activation::Gelu, .norm_first = true},
+                    .activation = tg::Activation::kGelu, .norm_first = true},
           .layers = o.layers, .tie_weights = true};
 }
 

@@ -160,9 +160,9 @@ int run(int argc, char** argv) {
   tg::Transformer& model = *translator.model;
   const tg::text::Tokenizer &src_tokenizer = *translator.src, &tgt_tokenizer = *translator.tgt;
   // Before the optimizer: fixed projections are not its parameters.
-  tg::fix_attention_projections(model, o.projections == "identity" ? tg::Projections::Identity
-                                       : o.projections == "frozen" ? tg::Projections::Frozen
-                                                                   : tg::Projections::Learned);
+  tg::fix_attention_projections(model, o.projections == "identity" ? tg::Projections::kIdentity
+                                       : o.projections == "frozen" ? tg::Projections::kFrozen
+                                                                   : tg::Projections::kLearned);
   tg::AdamW opt(model.named_parameters(), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   std::printf("train_translator: %s: %zu training pairs, %zu validation; vocabularies %lld / %lld; %lld parameters\n",
               source.c_str(), train.size(), valid.size(), static_cast<long long>(src_tokenizer.size()),
@@ -206,7 +206,7 @@ int run(int argc, char** argv) {
     return [&, smoothing](const std::vector<int64_t>& idx) {
       tg::text::Seq2SeqBatch b = tg::text::make_seq2seq_batch(data, idx, ids);
       Tensor loss = tg::cross_entropy(model.forward(b.src, b.tgt_in), b.tgt_out,
-                                      {.ignore_index = ids.pad, .label_smoothing = smoothing, .reduction = tg::Reduction::Sum});
+                                      {.ignore_index = ids.pad, .label_smoothing = smoothing, .reduction = tg::Reduction::kSum});
       return tg::train::StepOutput{loss, static_cast<double>(b.tokens)};
     };
   };

@@ -108,7 +108,7 @@ bool is_function_word(const std::string& w) {
 }
 
 // The n most frequent words, leaving out function words and tokens without a letter.
-std::vector<std::string> frequent_words(const tg::Vocabulary& vocab, int64_t n) {
+std::vector<std::string> frequent_words(const tg::WordCounts& vocab, int64_t n) {
   std::vector<std::string> out;
   for (int64_t id = 0; id < vocab.size() && static_cast<int64_t>(out.size()) < n; ++id)
     if (has_letter(vocab.word(id)) && !is_function_word(vocab.word(id))) out.push_back(vocab.word(id));
@@ -174,7 +174,7 @@ int run(int argc, char** argv) {
       line_ends.push_back(tokens.size());
     }
   }
-  tg::Vocabulary vocab = tg::Vocabulary::build(tokens, o.min_count);
+  tg::WordCounts vocab = tg::WordCounts::build(tokens, o.min_count);
   if (vocab.size() < 2)
     tg::cli::fail(fmt::format("{}: fewer than 2 words occur --min_count {} times ({} words in all)", o.train, o.min_count,
                               tokens.size()));

@@ -12,11 +12,11 @@ template <class F>
 void fill_with(const Tensor& t, F&& f) {
   int64_t n = t.numel();
   switch (t.dtype()) {
-    case DType::Float32: { float* p = t.data<float>(); for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(f(i)); break; }
-    case DType::Float64: { double* p = t.data<double>(); for (int64_t i = 0; i < n; ++i) p[i] = f(i); break; }
-    case DType::Int64: { int64_t* p = t.data<int64_t>(); for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(f(i)); break; }
-    case DType::Bool: { bool* p = t.data<bool>(); for (int64_t i = 0; i < n; ++i) p[i] = f(i) != 0; break; }
-    case DType::BFloat16: { bfloat16* p = t.data<bfloat16>(); for (int64_t i = 0; i < n; ++i) p[i] = bfloat16(static_cast<float>(f(i))); break; }
+    case DType::kFloat32: { float* p = t.data<float>(); for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(f(i)); break; }
+    case DType::kFloat64: { double* p = t.data<double>(); for (int64_t i = 0; i < n; ++i) p[i] = f(i); break; }
+    case DType::kInt64: { int64_t* p = t.data<int64_t>(); for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(f(i)); break; }
+    case DType::kBool: { bool* p = t.data<bool>(); for (int64_t i = 0; i < n; ++i) p[i] = f(i) != 0; break; }
+    case DType::kBFloat16: { bfloat16* p = t.data<bfloat16>(); for (int64_t i = 0; i < n; ++i) p[i] = bfloat16(static_cast<float>(f(i))); break; }
   }
 }
 

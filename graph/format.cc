@@ -19,17 +19,17 @@ struct Printer {
 
   double at(int64_t i) const {
     switch (t.dtype()) {
-      case DType::Float32: return t.data<float>()[i];
-      case DType::Float64: return t.data<double>()[i];
-      case DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
-      case DType::Bool: return t.data<bool>()[i];
-      case DType::BFloat16: return static_cast<float>(t.data<bfloat16>()[i]);
+      case DType::kFloat32: return t.data<float>()[i];
+      case DType::kFloat64: return t.data<double>()[i];
+      case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
+      case DType::kBool: return t.data<bool>()[i];
+      case DType::kBFloat16: return static_cast<float>(t.data<bfloat16>()[i]);
     }
     return 0;
   }
   std::string one(int64_t i) const {
-    if (t.dtype() == DType::Bool) return t.data<bool>()[i] ? "true" : "false";
-    if (t.dtype() == DType::Int64) return fmt::format("{}", t.data<int64_t>()[i]);
+    if (t.dtype() == DType::kBool) return t.data<bool>()[i] ? "true" : "false";
+    if (t.dtype() == DType::kInt64) return fmt::format("{}", t.data<int64_t>()[i]);
     double v = at(i);
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";

@@ -156,7 +156,7 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t seq_;
   SmallVector<Edge, 2> edges_;
   Shape out_shape_;
-  DType out_dtype_ = DType::Float32;
+  DType out_dtype_ = DType::kFloat32;
   std::shared_ptr<Storage> saved_out_;
   int64_t saved_out_offset_ = 0;
   std::vector<GradHook> pre_hooks_;

@@ -6,22 +6,22 @@ namespace tg {
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
-    case DType::BFloat16: return 2;
+    case DType::kFloat32: return 4;
+    case DType::kFloat64: return 8;
+    case DType::kInt64: return 8;
+    case DType::kBool: return 1;
+    case DType::kBFloat16: return 2;
   }
   return 0;
 }
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Int64: return "int64";
-    case DType::Bool: return "bool";
-    case DType::BFloat16: return "bfloat16";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kInt64: return "int64";
+    case DType::kBool: return "bool";
+    case DType::kBFloat16: return "bfloat16";
   }
   return "?";
 }

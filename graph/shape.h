@@ -16,23 +16,34 @@ namespace tg {
 // BFloat16 is a storage and matrix-product type (tg/graph/bfloat16.h): to, copies, printing,
 // comparisons, add/sub/mul/div, embedding and matmul/linear take it; every other op refuses it
 // naming itself. Under tg::AutocastGuard float32 models compute their products in it.
-enum class DType : uint8_t { Float32, Float64, Int64, Bool, BFloat16 };
-inline constexpr DType kFloat32 = DType::Float32;
-inline constexpr DType kFloat64 = DType::Float64;
-inline constexpr DType kInt64 = DType::Int64;
-inline constexpr DType kBool = DType::Bool;
-inline constexpr DType kBFloat16 = DType::BFloat16;
+enum class DType : uint8_t {
+  kFloat32,
+  kFloat64,
+  kInt64,
+  kBool,
+  kBFloat16,
+  Float32 [[deprecated("use kFloat32")]] = kFloat32,  // the names before 0.2, kept for one release
+  Float64 [[deprecated("use kFloat64")]] = kFloat64,
+  Int64 [[deprecated("use kInt64")]] = kInt64,
+  Bool [[deprecated("use kBool")]] = kBool,
+  BFloat16 [[deprecated("use kBFloat16")]] = kBFloat16,
+};
+inline constexpr DType kFloat32 = DType::kFloat32;
+inline constexpr DType kFloat64 = DType::kFloat64;
+inline constexpr DType kInt64 = DType::kInt64;
+inline constexpr DType kBool = DType::kBool;
+inline constexpr DType kBFloat16 = DType::kBFloat16;
 
 size_t dtype_size(DType d);
 const char* dtype_name(DType d);
-inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::BFloat16; }
+inline bool is_floating(DType d) { return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kBFloat16; }
 
 template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::Float32; }
-template <> constexpr DType dtype_of<double>() { return DType::Float64; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
-template <> constexpr DType dtype_of<bfloat16>() { return DType::BFloat16; }
+template <> constexpr DType dtype_of<float>() { return DType::kFloat32; }
+template <> constexpr DType dtype_of<double>() { return DType::kFloat64; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
+template <> constexpr DType dtype_of<bool>() { return DType::kBool; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::kBFloat16; }
 
 // Dimensions of a tensor, outermost first. Rank 0 (empty) is a scalar.
 class Shape : public SmallVector<int64_t, 6> {

@@ -17,7 +17,7 @@ void fail_wrong_dtype(DType have, DType want) {
 }
 void fail_unsupported_dtype(const char* op, DType d) {
   fail(op, "dtype {} is not supported (expected float32 or float64{})", d,
-       d == DType::BFloat16 ? "; bfloat16 tensors take to, copies, comparisons, add/sub/mul/div, embedding and matmul" : "");
+       d == DType::kBFloat16 ? "; bfloat16 tensors take to, copies, comparisons, add/sub/mul/div, embedding and matmul" : "");
 }
 }  // namespace detail
 
@@ -46,11 +46,11 @@ void* Tensor::raw_data() const {
 double Tensor::item() const {
   TG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape {} ({} elements)", shape(), numel());
   switch (dtype()) {
-    case DType::Float32: return *data<float>();
-    case DType::Float64: return *data<double>();
-    case DType::Int64: return static_cast<double>(*data<int64_t>());
-    case DType::Bool: return *data<bool>() ? 1.0 : 0.0;
-    case DType::BFloat16: return static_cast<float>(*data<bfloat16>());
+    case DType::kFloat32: return *data<float>();
+    case DType::kFloat64: return *data<double>();
+    case DType::kInt64: return static_cast<double>(*data<int64_t>());
+    case DType::kBool: return *data<bool>() ? 1.0 : 0.0;
+    case DType::kBFloat16: return static_cast<float>(*data<bfloat16>());
   }
   return 0;
 }
@@ -62,11 +62,11 @@ std::vector<T> Tensor::to_vector() const {
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
   };
   switch (dtype()) {
-    case DType::Float32: copy(data<float>()); break;
-    case DType::Float64: copy(data<double>()); break;
-    case DType::Int64: copy(data<int64_t>()); break;
-    case DType::Bool: copy(data<bool>()); break;
-    case DType::BFloat16: {
+    case DType::kFloat32: copy(data<float>()); break;
+    case DType::kFloat64: copy(data<double>()); break;
+    case DType::kInt64: copy(data<int64_t>()); break;
+    case DType::kBool: copy(data<bool>()); break;
+    case DType::kBFloat16: {
       const bfloat16* p = data<bfloat16>();
       for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(static_cast<float>(p[i]));
       break;

@@ -39,7 +39,7 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements
   Shape shape;
-  DType dtype = DType::Float32;
+  DType dtype = DType::kFloat32;
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<Node> grad_fn;        // null for leaves
@@ -147,8 +147,8 @@ T* Tensor::data() const {
 template <class F>
 decltype(auto) dispatch_float(DType d, const char* op, F&& f) {
   switch (d) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
     default: break;
   }
   detail::fail_unsupported_dtype(op, d);

@@ -1,6 +1,7 @@
 #pragma once
 // Files: whole-file reads, atomic writes, folders. Every failure is a tg::Status whose message
 // names the file and the reason.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -54,11 +54,11 @@ bool dtype_info(const std::string& s, DTypeInfo& out) {
 
 const char* st_dtype_name(DType d) {
   switch (d) {
-    case DType::Float32: return "F32";
-    case DType::Float64: return "F64";
-    case DType::Int64: return "I64";
-    case DType::Bool: return "BOOL";
-    case DType::BFloat16: return "BF16";
+    case DType::kFloat32: return "F32";
+    case DType::kFloat64: return "F64";
+    case DType::kInt64: return "I64";
+    case DType::kBool: return "BOOL";
+    case DType::kBFloat16: return "BF16";
   }
   return "?";
 }

@@ -37,9 +37,9 @@ int64_t first_non_finite(const Tensor& t) {
   if (!t.defined()) return -1;
   const Tensor c = t.contiguous();
   switch (c.dtype()) {
-    case DType::Float32: return first_all_ones_exponent<uint32_t>(c.raw_data(), c.numel(), 0x7f800000u);
-    case DType::Float64: return first_all_ones_exponent<uint64_t>(c.raw_data(), c.numel(), 0x7ff0000000000000ull);
-    case DType::BFloat16: return first_all_ones_exponent<uint16_t>(c.raw_data(), c.numel(), 0x7f80u);
+    case DType::kFloat32: return first_all_ones_exponent<uint32_t>(c.raw_data(), c.numel(), 0x7f800000u);
+    case DType::kFloat64: return first_all_ones_exponent<uint64_t>(c.raw_data(), c.numel(), 0x7ff0000000000000ull);
+    case DType::kBFloat16: return first_all_ones_exponent<uint16_t>(c.raw_data(), c.numel(), 0x7f80u);
     default: return -1;
   }
 }
@@ -50,7 +50,7 @@ std::string non_finite_name(const Tensor& t, int64_t index) {
   const auto* p = static_cast<const unsigned char*>(c.raw_data()) + static_cast<size_t>(index) * bytes;
   uint64_t bits = 0;
   std::memcpy(&bits, p, bytes);
-  const int exp_bits = c.dtype() == DType::Float64 ? 11 : 8, value_bits = static_cast<int>(bytes) * 8;
+  const int exp_bits = c.dtype() == DType::kFloat64 ? 11 : 8, value_bits = static_cast<int>(bytes) * 8;
   const uint64_t mantissa = bits & ((uint64_t{1} << (value_bits - 1 - exp_bits)) - 1);
   const bool negative = (bits >> (value_bits - 1)) & 1;
   return mantissa != 0 ? "NaN" : negative ? "-Inf" : "Inf";

@@ -261,13 +261,13 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
 }
 
 void fix_attention_projections(Module& m, Projections how) {
-  if (how == Projections::Learned) return;
+  if (how == Projections::kLearned) return;
   for (auto& [name, p] : m.named_parameters()) {
     const bool projection = std::ranges::any_of(std::array{"w_q.", "w_k.", "w_v."}, [&n = name](const char* child) {
       return n.starts_with(child) || n.find(std::string(".") + child) != std::string::npos;
     });
     if (!projection) continue;
-    if (how == Projections::Identity) {
+    if (how == Projections::kIdentity) {
       const bool weight = name.ends_with(".weight");
       TG_CHECK(!weight || (p.dim() == 2 && p.size(0) == p.size(1)), "fix_attention_projections",
                "identity projections need square weights, but {} has shape {} (grouped-query attention?)", name, p.shape());

@@ -110,7 +110,14 @@ class MultiHeadAttention : public Module {
 // How the attention projections W_Q, W_K and W_V (weights and biases) are trained: an ablation
 // (train_translator --projections, explain_attention's experiment 2). Learned: as usual. Identity:
 // W = I, b = 0 (Q = K = V = X), not trained. Frozen: kept at their random initialisation.
-enum class Projections { Learned, Identity, Frozen };
+enum class Projections {
+  kLearned,
+  kIdentity,
+  kFrozen,
+  Learned [[deprecated("use kLearned")]] = kLearned,  // the names before 0.2, kept for one release
+  Identity [[deprecated("use kIdentity")]] = kIdentity,
+  Frozen [[deprecated("use kFrozen")]] = kFrozen,
+};
 // Applies `how` to every MultiHeadAttention inside m (its w_q, w_k and w_v children). Call it
 // before the optimizer is made: fixed parameters are not handed to it. Identity needs square
 // projections (not grouped-query attention); anything else throws, naming the parameter.

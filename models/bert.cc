@@ -50,9 +50,9 @@ Result<BertConfig> BertConfig::from_json(const std::string& path) {
   }
   if (auto a = j.find("hidden_act"); a != j.end()) {
     const std::string act = a->is_string() ? a->get<std::string>() : brief(*a);
-    if (act == "gelu") c.activation = Activation::Gelu;
-    else if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.activation = Activation::GeluTanh;
-    else if (act == "relu") c.activation = Activation::Relu;
+    if (act == "gelu") c.activation = Activation::kGelu;
+    else if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.activation = Activation::kGeluTanh;
+    else if (act == "relu") c.activation = Activation::kRelu;
     else return io_error("{}: hidden_act '{}' is not supported (expected gelu, gelu_new, gelu_pytorch_tanh or relu)", path, act);
   }
   if (auto p = j.find("position_embedding_type"); p != j.end() && !(p->is_string() && p->get<std::string>() == "absolute"))
@@ -190,7 +190,7 @@ Result<std::unique_ptr<BertModel>> BertModel::from_pretrained(const std::string&
 Tensor pool(const Tensor& hidden, const Tensor& attention_mask, Pooling pooling) {
   TG_CHECK(hidden.defined() && hidden.dim() == 3, "pool", "expects hidden states [B, T, D], got {}",
            hidden.defined() ? hidden.shape() : Shape{});
-  if (pooling == Pooling::Cls) return squeeze(hidden.narrow(1, 0, 1), 1);
+  if (pooling == Pooling::kCls) return squeeze(hidden.narrow(1, 0, 1), 1);
   TG_CHECK(attention_mask.defined() && attention_mask.shape() == Shape({hidden.size(0), hidden.size(1)}), "pool",
            "attention mask of shape {} for hidden states {} (expected [B, T])",
            attention_mask.defined() ? attention_mask.shape() : Shape{}, hidden.shape());

@@ -9,7 +9,7 @@
 //   auto b = tg::text::stack_encodings(tok->encode_batch(sentences, {.max_length = 256}), tok->pad_id());
 //   tg::BertInputs in{b.ids, b.attention_mask, b.type_ids};
 //   tg::Tensor h = bert->forward(in);                                   // [B, T, hidden]
-//   tg::Tensor e = tg::l2_normalize(tg::pool(h, in.attention_mask, tg::Pooling::Mean));  // sentence vectors
+//   tg::Tensor e = tg::l2_normalize(tg::pool(h, in.attention_mask, tg::Pooling::kMean));  // sentence vectors
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +25,7 @@ struct BertConfig {
   double eps = 1e-12;
   double dropout = 0.1;       // hidden_dropout_prob: embeddings and each sublayer's output
   double attn_dropout = 0.1;  // attention_probs_dropout_prob
-  Activation activation = Activation::Gelu;  // "gelu" is the exact erf form
+  Activation activation = Activation::kGelu;  // "gelu" is the exact erf form
   bool pooler = true;
   // Hugging Face's config.json (model_type "bert"); unknown keys are ignored, unsupported values
   // (another activation or position type, heads not dividing hidden) are refused naming the file.
@@ -67,7 +67,12 @@ class BertModel : public Module {
 
 // Sentence vectors from hidden states [B, T, D] and the attention mask [B, T]: the mean over the
 // tokens (padding excluded, as sentence-transformers), or the first ([CLS]) token. Differentiable.
-enum class Pooling { Mean, Cls };
+enum class Pooling {
+  kMean,
+  kCls,
+  Mean [[deprecated("use kMean")]] = kMean,  // the names before 0.2, kept for one release
+  Cls [[deprecated("use kCls")]] = kCls,
+};
 Tensor pool(const Tensor& hidden, const Tensor& attention_mask, Pooling pooling);
 // x / max(||x||, eps) along the last axis (torch.nn.functional.normalize).
 Tensor l2_normalize(const Tensor& x, double eps = 1e-12);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "llama.h"
+#include "gpt2.h"
 #include "transformer.h"
 
 namespace tg {

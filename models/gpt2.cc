@@ -1,10 +1,14 @@
-// GPT-2 checkpoints from Hugging Face, loaded into the zoo's DecoderLM (the same architecture:
-// learned positions, pre-norm blocks, GELU feed-forward, tied head).
+// GPT-2: the zoo's DecoderLM, and Hugging Face GPT-2 checkpoints loaded into it (the same
+// architecture: learned positions, pre-norm blocks, GELU feed-forward, tied head).
+#include "models/gpt2.h"
+
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "models/causal_lm.h"
 #include "models/hf_config_internal.h"
-#include "models/transformer.h"
+#include "models/transformer_internal.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -46,12 +50,12 @@ Result<LMConfig> LMConfig::from_json(const std::string& path) {
   TG_RETURN_IF_ERROR(hf::read_bool(j, "tie_word_embeddings", c.tie_weights, path));
   if (auto a = j.find("activation_function"); a != j.end() && !a->is_null()) {
     const std::string act = a->is_string() ? a->get<std::string>() : "";
-    if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.layer.activation = Activation::GeluTanh;
-    else if (act == "gelu") c.layer.activation = Activation::Gelu;
-    else if (act == "relu") c.layer.activation = Activation::Relu;
+    if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.layer.activation = Activation::kGeluTanh;
+    else if (act == "gelu") c.layer.activation = Activation::kGelu;
+    else if (act == "relu") c.layer.activation = Activation::kRelu;
     else return io_error("{}: activation_function {} is not supported (gelu_new, gelu_pytorch_tanh, gelu or relu)", path, brief(*a));
   } else {
-    c.layer.activation = Activation::GeluTanh;  // GPT2Config's default, gelu_new
+    c.layer.activation = Activation::kGeluTanh;  // GPT2Config's default, gelu_new
   }
   if (auto e = j.find("embd_pdrop"); e != j.end() && e->is_number() && e->get<double>() != c.layer.dropout)
     return io_error("{}: embd_pdrop {} differs from resid_pdrop {} (one dropout rate is supported)", path, brief(*e),
@@ -68,6 +72,51 @@ Result<LMConfig> LMConfig::from_json(const std::string& path) {
   if (cross) return io_error("{}: add_cross_attention = true is not supported (a decoder-only model)", path);
   return c;
 }
+
+// ---- The model ----
+
+DecoderLM::DecoderLM(const LMConfig& c) : cfg(c) {
+  TG_CHECK(c.vocab > 0 && c.context > 0 && c.layers >= 0, "DecoderLM",
+           "vocab ({}) and context ({}) must be positive, layers ({}) >= 0", c.vocab, c.context, c.layers);
+  const int64_t d = c.layer.d_model;
+  tok_embed = register_module("tok_embed", std::make_shared<Embedding>(c.vocab, d, EmbeddingOptions{.init_std = 0.02}));
+  if (c.positions == Positions::kLearned)
+    pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(c.context, d));
+  else if (c.positions == Positions::kSinusoidal)
+    pos_sin = register_module("pos_sin", std::make_shared<SinusoidalPositionalEncoding>(d, c.context));
+  else
+    rotary = std::make_shared<RotaryEmbedding>(d / c.layer.heads, c.rope_theta);  // not a child: no parameters
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.layer.dropout));
+  layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
+  for (int64_t i = 0; i < c.layers; ++i) {
+    layers->push_back(std::make_shared<EncoderLayer>(c.layer));
+    (*layers)[static_cast<size_t>(i)]->self_attn->rotary = rotary;
+  }
+  norm = register_module("norm", std::make_shared<LayerNorm>(d, c.layer.eps));
+  if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(d, c.vocab, false));
+}
+
+Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache, bool last_only) {
+  check_token_ids(ids, cfg.vocab, "DecoderLM");
+  const int64_t start = cache ? cache->length : 0;
+  TG_CHECK(start + ids.size(1) <= cfg.context, "DecoderLM", "sequence of {} tokens exceeds the context of {}",
+           start + ids.size(1), cfg.context);
+  const size_t n = layers->size();
+  if (cache) cache->prepare(n, /*with_cross=*/false, "DecoderLM");
+  Tensor h = tok_embed->forward(ids);
+  if (pos_embed) h = pos_embed->forward(h, start);
+  if (pos_sin) h = pos_sin->forward(h * std::sqrt(static_cast<double>(cfg.layer.d_model)), start);
+  h = dropout->forward(h);
+  for (size_t i = 0; i < n; ++i) h = (*layers)[i]->forward(h, {.causal = true}, cache ? &cache->self[i] : nullptr);
+  if (cache) cache->length += ids.size(1);
+  if (last_only) h = h.narrow(1, h.size(1) - 1, 1);
+  h = norm->forward(h);
+  return lm_head ? lm_head->forward(h) : matmul(h, tok_embed->weight, false, true);
+}
+
+void DecoderLM::set_record_attention(bool on) { set_record_attention_of(*this, on); }
+
+// ---- Hugging Face GPT-2 folders ----
 
 NameMapping DecoderLM::hugging_face_names() {
   const std::string L = R"(^h\.(\d+)\.)";
@@ -128,7 +177,7 @@ Status DecoderLM::save_pretrained(const std::string& dir, bool overwrite) const 
   j["n_layer"] = cfg.layers;
   j["n_head"] = L.heads;
   j["n_inner"] = L.d_ff;
-  j["activation_function"] = L.activation == Activation::GeluTanh ? "gelu_new" : L.activation == Activation::Gelu ? "gelu" : "relu";
+  j["activation_function"] = L.activation == Activation::kGeluTanh ? "gelu_new" : L.activation == Activation::kGelu ? "gelu" : "relu";
   j["layer_norm_epsilon"] = L.eps;
   j["resid_pdrop"] = L.dropout;
   j["embd_pdrop"] = L.dropout;

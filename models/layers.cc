@@ -72,7 +72,7 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_fe
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const { return forward(x, Activation::Identity); }
+Tensor Linear::forward(const Tensor& x) const { return forward(x, Activation::kIdentity); }
 
 Tensor Linear::forward(const Tensor& x, Activation act) const {
   TG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear",

@@ -1,4 +1,5 @@
 #include "models/transformer.h"
+#include "models/transformer_internal.h"
 
 #include <cmath>
 
@@ -12,7 +13,7 @@ namespace tg {
 // ---- FeedForward ----
 
 FeedForward::FeedForward(int64_t d_model, int64_t d_ff, Activation act, double p) : activation(act) {
-  TG_CHECK(act != Activation::Identity, "FeedForward", "needs a non-linearity (Relu, Gelu or GeluTanh)");
+  TG_CHECK(act != Activation::kIdentity, "FeedForward", "needs a non-linearity (Relu, Gelu or GeluTanh)");
   linear1 = register_module("linear1", std::make_shared<Linear>(d_model, d_ff));
   linear2 = register_module("linear2", std::make_shared<Linear>(d_ff, d_model));
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
@@ -134,14 +135,14 @@ static void xavier_all_matrices(Module& m) {
     if (p.dim() > 1) xavier_uniform_(p);
 }
 
-static void check_ids(const Tensor& ids, int64_t vocab, const char* who) {
+void check_token_ids(const Tensor& ids, int64_t vocab, const char* who) {
   TG_CHECK(ids.defined() && ids.dtype() == kInt64 && ids.dim() == 2, who,
            "expects int64 token ids [B, T], got {} {}", ids.defined() ? ids.dtype() : kInt64,
            ids.defined() ? ids.shape() : Shape{});
   (void)vocab;  // the embedding checks the range, naming the bad id
 }
 
-static void set_record(Module& m, bool on) {
+void set_record_attention_of(Module& m, bool on) {
   for (MultiHeadAttention* a : attention_modules(m)) {
     a->record_weights = on;
     if (!on) a->last_weights = Tensor();
@@ -181,14 +182,14 @@ Tensor Transformer::embed(const Embedding& e, const Tensor& ids, int64_t start) 
 }
 
 Tensor Transformer::encode(const Tensor& src) {
-  check_ids(src, cfg.src_vocab, "Transformer::encode");
+  check_token_ids(src, cfg.src_vocab, "Transformer::encode");
   return encoder->forward(embed(*src_embed, src), {.key_padding = padding_mask(src, cfg.pad_id)});
 }
 
 Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src, bool last_only,
                           DecoderCache* cache, const Tensor& tgt_key_padding) {
-  check_ids(tgt, cfg.tgt_vocab, "Transformer::decode");
-  check_ids(src, cfg.src_vocab, "Transformer::decode");
+  check_token_ids(tgt, cfg.tgt_vocab, "Transformer::decode");
+  check_token_ids(src, cfg.src_vocab, "Transformer::decode");
   const int64_t start = cache ? cache->length : 0;
   TG_CHECK(start + tgt.size(1) <= cfg.max_len, "Transformer::decode", "position {} is past max_len {}",
            start + tgt.size(1), cfg.max_len);
@@ -205,50 +206,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
   return decode(tgt, encode(src), src, false, nullptr, tgt_key_padding);
 }
 
-void Transformer::set_record_attention(bool on) { set_record(*this, on); }
-
-// ---- DecoderLM ----
-
-DecoderLM::DecoderLM(const LMConfig& c) : cfg(c) {
-  TG_CHECK(c.vocab > 0 && c.context > 0 && c.layers >= 0, "DecoderLM",
-           "vocab ({}) and context ({}) must be positive, layers ({}) >= 0", c.vocab, c.context, c.layers);
-  const int64_t d = c.layer.d_model;
-  tok_embed = register_module("tok_embed", std::make_shared<Embedding>(c.vocab, d, EmbeddingOptions{.init_std = 0.02}));
-  if (c.positions == Positions::kLearned)
-    pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(c.context, d));
-  else if (c.positions == Positions::kSinusoidal)
-    pos_sin = register_module("pos_sin", std::make_shared<SinusoidalPositionalEncoding>(d, c.context));
-  else
-    rotary = std::make_shared<RotaryEmbedding>(d / c.layer.heads, c.rope_theta);  // not a child: no parameters
-  dropout = register_module("dropout", std::make_shared<Dropout>(c.layer.dropout));
-  layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
-  for (int64_t i = 0; i < c.layers; ++i) {
-    layers->push_back(std::make_shared<EncoderLayer>(c.layer));
-    (*layers)[static_cast<size_t>(i)]->self_attn->rotary = rotary;
-  }
-  norm = register_module("norm", std::make_shared<LayerNorm>(d, c.layer.eps));
-  if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(d, c.vocab, false));
-}
-
-Tensor DecoderLM::forward(const Tensor& ids, DecoderCache* cache, bool last_only) {
-  check_ids(ids, cfg.vocab, "DecoderLM");
-  const int64_t start = cache ? cache->length : 0;
-  TG_CHECK(start + ids.size(1) <= cfg.context, "DecoderLM", "sequence of {} tokens exceeds the context of {}",
-           start + ids.size(1), cfg.context);
-  const size_t n = layers->size();
-  if (cache) cache->prepare(n, /*with_cross=*/false, "DecoderLM");
-  Tensor h = tok_embed->forward(ids);
-  if (pos_embed) h = pos_embed->forward(h, start);
-  if (pos_sin) h = pos_sin->forward(h * std::sqrt(static_cast<double>(cfg.layer.d_model)), start);
-  h = dropout->forward(h);
-  for (size_t i = 0; i < n; ++i) h = (*layers)[i]->forward(h, {.causal = true}, cache ? &cache->self[i] : nullptr);
-  if (cache) cache->length += ids.size(1);
-  if (last_only) h = h.narrow(1, h.size(1) - 1, 1);
-  h = norm->forward(h);
-  return lm_head ? lm_head->forward(h) : matmul(h, tok_embed->weight, false, true);
-}
-
-void DecoderLM::set_record_attention(bool on) { set_record(*this, on); }
+void Transformer::set_record_attention(bool on) { set_record_attention_of(*this, on); }
 
 // ---- MaskedLM ----
 
@@ -269,7 +227,7 @@ MaskedLM::MaskedLM(const MLMConfig& c) : cfg(c) {
 }
 
 Tensor MaskedLM::encode(const Tensor& ids) {
-  check_ids(ids, cfg.vocab, "MaskedLM");
+  check_token_ids(ids, cfg.vocab, "MaskedLM");
   TG_CHECK(ids.size(1) <= cfg.context, "MaskedLM", "sequence of {} tokens exceeds the context of {}", ids.size(1),
            cfg.context);
   Tensor h = dropout->forward(embed_norm->forward(pos_embed->forward(tok_embed->forward(ids))));

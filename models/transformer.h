@@ -21,7 +21,7 @@ struct LayerConfig {
   double dropout = 0.1;       // on each sublayer's output, the FFN's hidden layer and the inputs
   double attn_dropout = 0.0;  // on the attention weights (PyTorch uses `dropout` there too; >0
                               // leaves the fused attention kernel for the generic-op path)
-  Activation activation = Activation::Relu;
+  Activation activation = Activation::kRelu;
   bool norm_first = false;
   double eps = 1e-5;
 };
@@ -29,7 +29,7 @@ struct LayerConfig {
 // FFN(x) = act(x W_1ᵀ + b_1) W_2ᵀ + b_2, d_model -> d_ff -> d_model (the paper's eq. 2).
 class FeedForward : public Module {
  public:
-  FeedForward(int64_t d_model, int64_t d_ff, Activation act = Activation::Relu, double dropout = 0.0);
+  FeedForward(int64_t d_model, int64_t d_ff, Activation act = Activation::kRelu, double dropout = 0.0);
   Tensor forward(const Tensor& x) const;
   std::string type_name() const override { return "FeedForward"; }
   Activation activation;
@@ -170,75 +170,10 @@ class CausalLM {
   virtual Status save_pretrained(const std::string& dir, bool overwrite = false) const = 0;
 };
 
-// Where a DecoderLM's tokens get their order from.
-enum class Positions {
-  kLearned,     // a learned vector per position added to the input (GPT-2): `context` of them
-  kSinusoidal,  // the 2017 paper's fixed sines and cosines added to the input (token embeddings
-                // scaled by √d_model, as there)
-  kRotary,      // Q and K of every layer rotated by their positions (RoFormer; Llama): nothing is
-                // added to the input, and the scores depend on the distance between positions only
-};
-
-struct LMConfig {
-  int64_t vocab = 0;
-  int64_t context = 256;  // the longest sequence (learned positions)
-  LayerConfig layer = {.activation = Activation::Gelu, .norm_first = true};
-  int64_t layers = 4;
-  bool tie_weights = true;  // lm_head shares the token embedding
-  int64_t bos_id = -1, eos_id = -1;  // from a GPT-2 config.json (bos_token_id, eos_token_id); -1: none
-  Positions positions = Positions::kLearned;  // GPT-2's; the others have no GPT-2 form (save_pretrained)
-  double rope_theta = 10000.0;                // with Positions::kRotary
-
-  // Reads a Hugging Face GPT-2 config.json (model_type gpt2): n_embd, n_layer, n_head, n_inner,
-  // n_positions, activation_function (gelu_new / gelu_pytorch_tanh, gelu, relu), layer_norm_epsilon,
-  // the dropouts, tie_word_embeddings. What would change the computation and is not implemented
-  // (scale_attn_weights false, scale_attn_by_inverse_layer_idx, cross-attention) is refused by name.
-  static Result<LMConfig> from_json(const std::string& path);
-};
-
-// GPT-style decoder-only language model: token embeddings (+ positions, LMConfig::positions), pre-norm blocks
-// with causal self-attention, a final layer norm and a head onto the vocabulary. GPT-2's
-// architecture: DecoderLM::from_pretrained loads Hugging Face GPT-2 checkpoints.
-class DecoderLM : public Module, public CausalLM {
- public:
-  explicit DecoderLM(const LMConfig& cfg);
-  // [B, T] -> logits [B, T, vocab] (with last_only, [B, 1, vocab]). With a cache (self caches
-  // only), ids are the new positions, which start at cache->length (cache->length + T must stay
-  // within the context).
-  Tensor forward(const Tensor& ids, DecoderCache* cache = nullptr, bool last_only = false) override;
-  int64_t vocab_size() const override { return cfg.vocab; }
-  int64_t max_positions() const override { return cfg.context; }
-  int64_t bos_token_id() const override { return cfg.bos_id; }
-  int64_t eos_token_id() const override { return cfg.eos_id; }
-  Module& module() override { return *this; }
-  // A Hugging Face GPT-2 folder: config.json and model.safetensors (or its shards; float32,
-  // float16 or bfloat16), names with or without "transformer.". Conv1D weights (stored [in, out])
-  // are transposed and the fused c_attn is split into W_Q, W_K, W_V; the attn.bias mask buffers
-  // are ignored. The config is checked against the header before allocating. Eval mode.
-  static Result<std::unique_ptr<DecoderLM>> from_pretrained(const std::string& dir);
-  // Writes a GPT-2 folder (config.json, model.safetensors with Conv1D's [in, out] weights and the
-  // fused c_attn) that from_pretrained and transformers' GPT2LMHeadModel load; each file
-  // atomically; a folder holding a config.json is refused unless overwrite. Pre-norm models with
-  // learned positions and GELU (tanh or erf) or ReLU only (GPT-2's architecture).
-  Status save_pretrained(const std::string& dir, bool overwrite = false) const override;
-  static NameMapping hugging_face_names();
-  void set_record_attention(bool on);
-  std::string type_name() const override { return "DecoderLM"; }
-  LMConfig cfg;
-  std::shared_ptr<Embedding> tok_embed;
-  std::shared_ptr<LearnedPositionalEmbedding> pos_embed;  // Positions::kLearned only
-  std::shared_ptr<SinusoidalPositionalEncoding> pos_sin;   // Positions::kSinusoidal only
-  std::shared_ptr<RotaryEmbedding> rotary;                 // Positions::kRotary only (every layer's self_attn->rotary)
-  std::shared_ptr<Dropout> dropout;
-  std::shared_ptr<ModuleList<EncoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;
-  std::shared_ptr<Linear> lm_head;  // null when tied
-};
-
 struct MLMConfig {
   int64_t vocab = 0;
   int64_t context = 512;
-  LayerConfig layer = {.activation = Activation::Gelu};
+  LayerConfig layer = {.activation = Activation::kGelu};
   int64_t layers = 4;
   int64_t pad_id = 0;
 };
@@ -272,3 +207,6 @@ MaskedBatch mask_tokens(const Tensor& ids, int64_t mask_id, int64_t vocab, doubl
                         int64_t first_regular_id = 0);
 
 }  // namespace tg
+
+// DecoderLM and LMConfig moved to models/gpt2.h in 0.2; included here until 0.3.
+#include "gpt2.h"  // IWYU pragma: export

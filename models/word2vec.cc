@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -24,10 +26,10 @@
 
 namespace tg {
 
-// ---- Vocabulary ----
+// ---- WordCounts ----
 
-Vocabulary Vocabulary::build(const std::vector<std::string>& tokens, int64_t min_count) {
-  TG_CHECK(min_count >= 1, "Vocabulary::build", "min_count must be >= 1, got {}", min_count);
+WordCounts WordCounts::build(const std::vector<std::string>& tokens, int64_t min_count) {
+  TG_CHECK(min_count >= 1, "WordCounts::build", "min_count must be >= 1, got {}", min_count);
   absl::flat_hash_map<std::string, int64_t> counts, first;
   for (const std::string& t : tokens) {
     if (counts[t]++ == 0) first[t] = static_cast<int64_t>(first.size());
@@ -44,25 +46,25 @@ Vocabulary Vocabulary::build(const std::vector<std::string>& tokens, int64_t min
   return from_words(std::move(words), std::move(c));
 }
 
-Vocabulary Vocabulary::from_words(std::vector<std::string> words, std::vector<int64_t> counts) {
-  TG_CHECK(words.size() == counts.size(), "Vocabulary", "{} words but {} counts", words.size(), counts.size());
-  Vocabulary v;
+WordCounts WordCounts::from_words(std::vector<std::string> words, std::vector<int64_t> counts) {
+  TG_CHECK(words.size() == counts.size(), "WordCounts", "{} words but {} counts", words.size(), counts.size());
+  WordCounts v;
   v.words_ = std::move(words);
   v.counts_ = std::move(counts);
   for (size_t i = 0; i < v.words_.size(); ++i) {
-    TG_CHECK(v.index_.emplace(v.words_[i], static_cast<int64_t>(i)).second, "Vocabulary",
+    TG_CHECK(v.index_.emplace(v.words_[i], static_cast<int64_t>(i)).second, "WordCounts",
              "word '{}' appears twice", v.words_[i]);
     v.total_ += v.counts_[i];
   }
   return v;
 }
 
-int64_t Vocabulary::id(const std::string& word) const {
+int64_t WordCounts::id(const std::string& word) const {
   auto it = index_.find(word);
   return it == index_.end() ? -1 : it->second;
 }
 
-std::vector<int64_t> Vocabulary::encode(const std::vector<std::string>& tokens) const {
+std::vector<int64_t> WordCounts::encode(const std::vector<std::string>& tokens) const {
   std::vector<int64_t> out;
   out.reserve(tokens.size());
   for (const auto& t : tokens)
@@ -86,7 +88,7 @@ std::vector<std::string> whitespace_tokens(const std::string& text, bool lowerca
 
 // ---- Training ----
 
-Word2Vec::Word2Vec(Vocabulary vocab, const Word2VecOptions& o) : vocab_(std::move(vocab)), opts_(o) {
+Word2Vec::Word2Vec(WordCounts vocab, const Word2VecOptions& o) : vocab_(std::move(vocab)), opts_(o) {
   TG_CHECK(vocab_.size() > 0, "Word2Vec", "the vocabulary is empty (min_count too high for this text?)");
   TG_CHECK(o.dim > 0 && o.window > 0 && o.negative > 0 && o.epochs > 0 && o.batch > 0 && o.sample >= 0, "Word2Vec",
            "dim ({}), window ({}), negative ({}), epochs ({}) and batch ({}) must be positive, sample ({}) >= 0", o.dim,
@@ -101,7 +103,7 @@ Word2Vec::Word2Vec(Vocabulary vocab, const Word2VecOptions& o) : vocab_(std::mov
   out_ = zeros({V, D});
 }
 
-Word2Vec::Word2Vec(Vocabulary vocab, Tensor vectors) : vocab_(std::move(vocab)), in_(std::move(vectors)) {
+Word2Vec::Word2Vec(WordCounts vocab, Tensor vectors) : vocab_(std::move(vocab)), in_(std::move(vectors)) {
   TG_CHECK(in_.dim() == 2 && in_.size(0) == vocab_.size(), "Word2Vec", "vectors of shape {} for {} words",
            in_.shape(), vocab_.size());
   opts_.dim = in_.size(1);
@@ -195,7 +197,7 @@ class SpinBarrier {
   std::atomic<uint32_t> gen_{0};
 };
 
-using AlignedFloats = std::vector<float, xsimd::aligned_allocator<float>>;
+using AlignedFloats = std::vector<float, tg::kernels::AlignedAllocator<float>>;
 
 // An update to one row: the vector at `at` in its thread's buffer is added to row `row`.
 struct RowUpdate {
@@ -497,7 +499,7 @@ std::vector<std::pair<std::string, double>> Word2Vec::nearest(const std::vector<
   return out;
 }
 
-static int64_t known_id(const Vocabulary& v, const std::string& w, const char* who) {
+static int64_t known_id(const WordCounts& v, const std::string& w, const char* who) {
   int64_t id = v.id(w);
   TG_CHECK(id >= 0, who, "'{}' is not in the vocabulary ({} words)", w, v.size());
   return id;
@@ -664,7 +666,7 @@ Result<Word2Vec> parse_word2vec(std::string_view s, const std::string& path) {
   if (auto it = std::adjacent_find(copy.begin(), copy.end()); it != copy.end())
     return corrupt(path, fmt::format("word '{}' appears twice", *it));
   std::vector<int64_t> counts(words.size(), 1);
-  return Word2Vec(Vocabulary::from_words(std::move(words), std::move(counts)), from_vector(data, {V, D}));
+  return Word2Vec(WordCounts::from_words(std::move(words), std::move(counts)), from_vector(data, {V, D}));
 }
 
 }  // namespace tg

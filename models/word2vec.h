@@ -21,11 +21,14 @@
 
 namespace tg {
 
-class Vocabulary {
+// word2vec's vocabulary: the words kept for training, each with how often it occurs (the
+// subsampling and the negative-sampling table read the counts). Not the tokenizers'
+// tg::text::Vocabulary, which maps tokens to ids with special tokens.
+class WordCounts {
  public:
   // Words seen at least min_count times, most frequent first (ties in first-seen order).
-  static Vocabulary build(const std::vector<std::string>& tokens, int64_t min_count = 5);
-  static Vocabulary from_words(std::vector<std::string> words, std::vector<int64_t> counts);
+  static WordCounts build(const std::vector<std::string>& tokens, int64_t min_count = 5);
+  static WordCounts from_words(std::vector<std::string> words, std::vector<int64_t> counts);
   int64_t id(const std::string& word) const;  // -1 when absent
   const std::string& word(int64_t id) const { return words_.at(static_cast<size_t>(id)); }
   int64_t count(int64_t id) const { return counts_.at(static_cast<size_t>(id)); }
@@ -41,6 +44,9 @@ class Vocabulary {
   std::unordered_map<std::string, int64_t> index_;
   int64_t total_ = 0;
 };
+
+// The name before 0.2, kept for one release.
+using Vocabulary [[deprecated("renamed tg::WordCounts")]] = WordCounts;
 
 // Splits text on whitespace (what the original word2vec does; lower-case beforehand if wanted).
 std::vector<std::string> whitespace_tokens(const std::string& text, bool lowercase = false);
@@ -83,13 +89,13 @@ struct Word2VecSync {
 
 class Word2Vec {
  public:
-  Word2Vec(Vocabulary vocab, const Word2VecOptions& opts = {});
+  Word2Vec(WordCounts vocab, const Word2VecOptions& opts = {});
   // corpus: word ids (from vocab), sentences separated by -1 (a window never crosses one).
   // on_progress is called about every 10,000 words.
   void train(const std::vector<int64_t>& corpus, const std::function<void(const Word2VecProgress&)>& on_progress = {},
              const Word2VecSync& sync = {});
 
-  const Vocabulary& vocab() const { return vocab_; }
+  const WordCounts& vocab() const { return vocab_; }
   const Word2VecOptions& options() const { return opts_; }
   // The word vectors [V, dim] (the input embeddings, as the original writes them).
   const Tensor& vectors() const { return in_; }
@@ -116,13 +122,13 @@ class Word2Vec {
   Status save(const std::string& path, bool binary = false) const;
 
   // Used by the loaders: a model from existing vectors.
-  Word2Vec(Vocabulary vocab, Tensor vectors);
+  Word2Vec(WordCounts vocab, Tensor vectors);
 
  private:
   Tensor unit_rows() const;  // rows scaled to unit length (cached lazily is not worth it)
   std::vector<std::pair<std::string, double>> nearest(const std::vector<float>& query,
                                                       const std::vector<int64_t>& exclude, int64_t k) const;
-  Vocabulary vocab_;
+  WordCounts vocab_;
   Word2VecOptions opts_;
   Tensor in_, out_;
   int64_t words_trained_ = 0;

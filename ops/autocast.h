@@ -17,6 +17,7 @@
 //   opt.step();
 #include "../graph/shape.h"
 #include "../graph/tensor.h"
+#include "matmul.h"  // refresh_autocast_packs moved there in 0.2; included here until 0.3
 
 namespace tg {
 
@@ -34,12 +35,5 @@ class AutocastGuard {
 
 // Whether float32 products on this thread run in bfloat16 now.
 bool autocast_enabled();
-
-// After an optimizer has updated a float32 weight in place (its version bumped): remakes the
-// bfloat16 packs autocast keeps for it — those that served a product since they were made — now,
-// while the weight is in cache, instead of at its next use (step C in bf16 on AMX, 2 threads: about
-// 3% faster).
-// A no-op for a weight without packs. The optimizers call it after each parameter's update.
-void refresh_autocast_packs(const Tensor& weight);
 
 }  // namespace tg

@@ -240,19 +240,19 @@ Tensor cos(const Tensor& x) {
 // The backward is a fused kernel; when the backward is itself recorded (create_graph), the same
 // derivative from public ops, so that it can be differentiated again.
 Tensor gelu(const Tensor& x, GeluApprox approx) {
-  const bool tanh_form = approx == GeluApprox::Tanh;
+  const bool tanh_form = approx == GeluApprox::kTanh;
   Tensor out = tanh_form ? TG_UNARY(gelu, GeluTanh) : TG_UNARY(gelu, GeluErf);
   return record("gelu", out, {x}, [x, tanh_form](const Tensor& g0, const Node&) {
     Tensor g = to(g0, x.dtype());
     if (!grad_enabled()) {
       return Grads{tanh_form ? binary_forward("gelu", g, x, k::GeluTanhGrad{}) : binary_forward("gelu", g, x, k::GeluErfGrad{})};
     }
-    return Grads{grad_of_gelu(g, x, tanh_form ? GeluApprox::Tanh : GeluApprox::None)};
+    return Grads{grad_of_gelu(g, x, tanh_form ? GeluApprox::kTanh : GeluApprox::kNone)};
   });
 }
 
 Tensor grad_of_gelu(const Tensor& g, const Tensor& x, GeluApprox approx) {
-  if (approx == GeluApprox::Tanh) {
+  if (approx == GeluApprox::kTanh) {
     const double kk = 0.7978845608028654, c = 0.044715;
     Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), c)), kk));
     Tensor dt = mul(sub(1.0, square(t)), mul(add(mul(square(x), 3.0 * c), 1.0), kk));
@@ -286,11 +286,11 @@ void convert(const From* src, To* dst, int64_t n) {
 template <class F>
 void dispatch_all(DType d, F&& f) {
   switch (d) {
-    case DType::Float32: f(float{}); break;
-    case DType::Float64: f(double{}); break;
-    case DType::Int64: f(int64_t{}); break;
-    case DType::Bool: f(bool{}); break;
-    case DType::BFloat16: detail::fail("to", "bfloat16 goes through float32");  // handled by convert_into
+    case DType::kFloat32: f(float{}); break;
+    case DType::kFloat64: f(double{}); break;
+    case DType::kInt64: f(int64_t{}); break;
+    case DType::kBool: f(bool{}); break;
+    case DType::kBFloat16: detail::fail("to", "bfloat16 goes through float32");  // handled by convert_into
   }
 }
 

@@ -5,7 +5,12 @@
 
 namespace tg {
 
-enum class GeluApprox { None, Tanh };  // exact erf form, or the tanh approximation
+enum class GeluApprox {
+  kNone,  // the exact erf form
+  kTanh,  // the tanh approximation
+  None [[deprecated("use kNone")]] = kNone,  // the names before 0.2, kept for one release
+  Tanh [[deprecated("use kTanh")]] = kTanh,
+};
 
 // Binary, broadcasting.
 Tensor add(const Tensor& a, const Tensor& b);
@@ -41,7 +46,7 @@ Tensor reciprocal(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
+Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::kNone);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 // g * gelu'(x), from public ops (differentiable): the recorded form of GELU's backward.

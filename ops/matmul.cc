@@ -32,7 +32,7 @@ struct WeightPack {
   mutable std::atomic<bool> used{false};
 };
 
-uint64_t pack_key(const Tensor& w, int64_t N, int64_t K, bool trans, kernels::CpuPath path) {
+uint64_t pack_key(const Tensor& w, int64_t N, int64_t K, bool trans, CpuCapability path) {
   uint64_t key = 1469598103934665603ULL;
   for (uint64_t v : {w.impl().storage->version(), static_cast<uint64_t>(w.impl().offset), static_cast<uint64_t>(N),
                      static_cast<uint64_t>(K), static_cast<uint64_t>(trans), static_cast<uint64_t>(path)})
@@ -40,14 +40,14 @@ uint64_t pack_key(const Tensor& w, int64_t N, int64_t K, bool trans, kernels::Cp
   return key;
 }
 
-bool same_pack(const kernels::PackedB& p, int64_t N, int64_t K, bool trans, kernels::CpuPath path) {
+bool same_pack(const kernels::PackedB& p, int64_t N, int64_t K, bool trans, CpuCapability path) {
   return p.N == N && p.K == K && p.trans == trans && p.path == path;
 }
 
 // Packs w's current data into `kept` (a pack of this slot that nothing else holds: its memory is
 // reused) and files it under w's current key; `used` as WeightPack says.
 void repack_in_place(const Tensor& w, int slot, const std::shared_ptr<const WeightPack>& kept, const kernels::Bf16Operand& op,
-                     kernels::CpuPath path, bool used) {
+                     CpuCapability path, bool used) {
   const kernels::PackedB& p = kept->pack;
   kernels::pack_b_bf16(op, p.N, p.K, path, const_cast<kernels::PackedB&>(p));
   kept->used.store(used, std::memory_order_relaxed);
@@ -55,7 +55,7 @@ void repack_in_place(const Tensor& w, int slot, const std::shared_ptr<const Weig
 }
 
 std::shared_ptr<const kernels::PackedB> packed_weight(const Tensor& w, const kernels::Bf16Operand& op, int64_t N, int64_t K,
-                                                      kernels::CpuPath path) {
+                                                      CpuCapability path) {
   const Storage& st = *w.impl().storage;
   const uint64_t key = pack_key(w, N, K, op.trans, path);
   const int slot = op.trans ? 0 : 1;  // forward x Wᵀ and backward G W each keep theirs
@@ -120,7 +120,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
   });
   if (autocast) {
     // Autocast: float32 operands rounded to bfloat16 while packed, float32 sums and output.
-    const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+    const auto path = cpu_capability();
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();
     float* pc = out.data<float>();
@@ -136,7 +136,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
     const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>());
     const auto* pb = reinterpret_cast<const uint16_t*>(b.data<bfloat16>());
     auto* pc = reinterpret_cast<uint16_t*>(out.data<bfloat16>());
-    const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+    const auto path = cpu_capability();
     auto one = [&](int64_t i) {
       kernels::gemm_bf16_to_bf16(M, N, K, {pa + aoff[i] * M * K, true, ac, ta}, {pb + boff[i] * K * N, true, bc, tb},
                                  pc + i * M * N, N, path);
@@ -189,7 +189,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 void refresh_autocast_packs(const Tensor& w) {
   if (!w.defined() || w.dtype() != kFloat32) return;
   const Storage& st = *w.impl().storage;
-  const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+  const auto path = cpu_capability();
   for (int slot = 0; slot < 2; ++slot) {
     auto old = std::static_pointer_cast<const WeightPack>(st.derived_any(slot));
     // Only a pack that served a product since it was made (a model still trained under autocast),
@@ -211,7 +211,7 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
   const bool autocast = autocast_enabled() && x2.dtype() == kFloat32;
   Tensor y = Tensor::empty({rows, out}, x2.dtype());
   if (autocast) {
-    const auto path = static_cast<kernels::CpuPath>(cpu_capability());
+    const auto path = cpu_capability();
     const float* pw = w.data<float>();
     std::shared_ptr<const kernels::PackedB> packed;
     if (w.is_leaf() && w.requires_grad()) packed = packed_weight(w, {pw, false, in, true}, out, in, path);
@@ -281,14 +281,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   out_shape.back() = out;
   const Tensor x2 = x.dim() == 2 ? x : reshape(x, {x.numel() / in, in});
   Tensor y;
-  if (bias.defined() && x.dtype() != kBFloat16 && (act == Activation::Identity || act == Activation::Relu)) {
-    y = linear_fused(x2, weight, bias, act == Activation::Relu);
+  if (bias.defined() && x.dtype() != kBFloat16 && (act == Activation::kIdentity || act == Activation::kRelu)) {
+    y = linear_fused(x2, weight, bias, act == Activation::kRelu);
   } else {
     y = matmul(x2, weight, false, true);
     if (bias.defined()) y = bias_act(y, bias, act);
-    else if (act == Activation::Relu) y = relu(y);
-    else if (act == Activation::Gelu) y = gelu(y);
-    else if (act == Activation::GeluTanh) y = gelu(y, GeluApprox::Tanh);
+    else if (act == Activation::kRelu) y = relu(y);
+    else if (act == Activation::kGelu) y = gelu(y);
+    else if (act == Activation::kGeluTanh) y = gelu(y, GeluApprox::kTanh);
   }
   return x.dim() == 2 ? y : reshape(y, out_shape);
 }

@@ -2,6 +2,7 @@
 #include "ops/nn.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "graph/factory.h"
 #include "graph/random.h"
@@ -79,9 +80,9 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 namespace {
 Tensor reduce_loss(const Tensor& losses, Reduction r) {
   switch (r) {
-    case Reduction::Sum: return sum(losses);
-    case Reduction::Mean: return mean(losses);
-    case Reduction::None: return losses;
+    case Reduction::kSum: return sum(losses);
+    case Reduction::kMean: return mean(losses);
+    case Reduction::kNone: return losses;
   }
   return losses;
 }
@@ -118,7 +119,7 @@ std::tuple<Tensor, Tensor, int64_t> prepare_targets(const char* op, const Tensor
 }
 
 Tensor masked_reduce(const Tensor& losses, int64_t count, Reduction r) {
-  if (r == Reduction::Mean) return div(sum(losses), static_cast<double>(count));  // 0/0 = nan, as PyTorch
+  if (r == Reduction::kMean) return div(sum(losses), static_cast<double>(count));  // 0/0 = nan, as PyTorch
   return reduce_loss(losses, r);
 }
 
@@ -140,7 +141,7 @@ Tensor target_weights(const Tensor& weight, const Tensor& safe, const Tensor& va
 
 // Mean divides by the sum of the targets' weights (0/0 = nan, as PyTorch).
 Tensor weighted_reduce(const Tensor& losses, const Tensor& weights, Reduction r) {
-  if (r == Reduction::Mean) return div(sum(losses), sum(weights));
+  if (r == Reduction::kMean) return div(sum(losses), sum(weights));
   return reduce_loss(losses, r);
 }
 }  // namespace
@@ -353,10 +354,10 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
     using T = decltype(tag);
     auto run = [&](auto f) { k::bias_act_forward<T>(x.data<T>(), bias.data<T>(), y.data<T>(), rows, D, f); };
     switch (act) {
-      case Activation::Identity: run(k::Identity{}); break;
-      case Activation::Relu: run(k::Relu{}); break;
-      case Activation::Gelu: run(k::GeluErf{}); break;
-      case Activation::GeluTanh: run(k::GeluTanh{}); break;
+      case Activation::kIdentity: run(k::Identity{}); break;
+      case Activation::kRelu: run(k::Relu{}); break;
+      case Activation::kGelu: run(k::GeluErf{}); break;
+      case Activation::kGeluTanh: run(k::GeluTanh{}); break;
     }
   });
   return record("bias_act", y, {x, bias}, [x, bias, act, rows, D](const Tensor& g0, const Node& n) {
@@ -365,10 +366,10 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
       Tensor pre = add(x, bias);
       Tensor d;
       switch (act) {
-        case Activation::Identity: d = g; break;
-        case Activation::Relu: d = where(gt(pre, 0.0), g, 0.0); break;
-        case Activation::Gelu: d = tg::grad_of_gelu(g, pre, GeluApprox::None); break;
-        case Activation::GeluTanh: d = tg::grad_of_gelu(g, pre, GeluApprox::Tanh); break;
+        case Activation::kIdentity: d = g; break;
+        case Activation::kRelu: d = where(gt(pre, 0.0), g, 0.0); break;
+        case Activation::kGelu: d = tg::grad_of_gelu(g, pre, GeluApprox::kNone); break;
+        case Activation::kGeluTanh: d = tg::grad_of_gelu(g, pre, GeluApprox::kTanh); break;
       }
       return Grads{n.needs(0) ? d : Tensor(), n.needs(1) ? sum_to(d, bias.shape()) : Tensor()};
     }
@@ -381,10 +382,10 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
                                 rows, D, f);
       };
       switch (act) {
-        case Activation::Identity: run(k::IdentityGrad{}); break;
-        case Activation::Relu: run(k::ReluGrad{}); break;
-        case Activation::Gelu: run(k::GeluErfGrad{}); break;
-        case Activation::GeluTanh: run(k::GeluTanhGrad{}); break;
+        case Activation::kIdentity: run(k::IdentityGrad{}); break;
+        case Activation::kRelu: run(k::ReluGrad{}); break;
+        case Activation::kGelu: run(k::GeluErfGrad{}); break;
+        case Activation::kGeluTanh: run(k::GeluTanhGrad{}); break;
       }
     });
     return Grads{n.needs(0) ? dx : Tensor(), db};
@@ -411,13 +412,13 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
   Tensor out;
   {
     NoGradGuard ng;  // the reduction is part of this op: its gradient is folded into the backward
-    out = reduction == Reduction::None ? rows : reduction == Reduction::Sum ? sum(rows) : mean(rows);
+    out = reduction == Reduction::kNone ? rows : reduction == Reduction::kSum ? sum(rows) : mean(rows);
   }
   return record("negative_sampling_loss", out, {input, output},
                 [input, output, scores, reduction, B, C](const Tensor& g0, const Node& n) {
     Tensor g = to(g0, input.dtype());
     // Upstream gradient per row.
-    Tensor g_row = reduction == Reduction::None ? g : expand(reduction == Reduction::Mean ? g / static_cast<double>(B) : g, {B});
+    Tensor g_row = reduction == Reduction::kNone ? g : expand(reduction == Reduction::kMean ? g / static_cast<double>(B) : g, {B});
     if (grad_enabled()) {  // recorded backward from public ops: coef = (σ(s) - label) g
       Tensor s = matmul(output, input.unsqueeze(2)).squeeze(2);  // [B, C], recomputed to be differentiable
       Tensor label = concat({ones({1, 1}, input.dtype()), zeros({1, C - 1}, input.dtype())}, 1);

@@ -9,12 +9,19 @@ namespace tg {
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 
-enum class Reduction { Mean, Sum, None };
+enum class Reduction {
+  kMean,
+  kSum,
+  kNone,
+  Mean [[deprecated("use kMean")]] = kMean,  // the names before 0.2, kept for one release
+  Sum [[deprecated("use kSum")]] = kSum,
+  None [[deprecated("use kNone")]] = kNone,
+};
 
 struct CrossEntropyOptions {
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
-  Reduction reduction = Reduction::Mean;
+  Reduction reduction = Reduction::kMean;
   // Class weights [C] (undefined: all 1), as PyTorch's `weight`: a target of class c counts w[c]
   // times, the smoothing term weighs class c by w[c], and Mean divides by the sum of the targets'
   // weights (not by their number).
@@ -26,15 +33,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 // log_probs [..., C], targets [...]: -w[target] log_probs[target] (w: `weight` [C], or all 1);
 // Mean divides by the sum of the counted targets' weights, as PyTorch's nll_loss.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
-                Reduction reduction = Reduction::Mean, const Tensor& weight = {});
+                Reduction reduction = Reduction::kMean, const Tensor& weight = {});
 // Numerically stable sigmoid + binary cross entropy; target has the logits' shape (or broadcasts).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
-                                        Reduction reduction = Reduction::Mean);
+                                        Reduction reduction = Reduction::kMean);
 
 // word2vec's negative-sampling loss, fused: input [B, D] (the centre word's vector, or CBOW's
 // context mean), output [B, 1 + K, D] (the true context's output vector, then K negatives'):
 // loss_b = -log σ(u_b·v_b0) - Σ_k log σ(-u_b·v_bk). Reduction over B (None gives [B]).
-Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reduction reduction = Reduction::Sum);
+Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reduction reduction = Reduction::kSum);
 // Normalises over the last normalized_ndim dims; weight and bias (optional) have those dims.
 // Fused forward and backward kernels (mean and 1/std saved for backward).
 Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor& weight = Tensor(),
@@ -48,16 +55,17 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight = Tensor(), double eps = 1
 // act(x + bias) in one pass, bias [D] broadcast over the rows of x [..., D] (the first half of a
 // feed-forward block after its matmul). Backward fused too: dx = g act'(x + b), dbias = its column
 // sums (in fixed row blocks, so the sum does not depend on the thread count).
-enum class Activation { Identity, Relu, Gelu, GeluTanh };
+enum class Activation {
+  kIdentity,
+  kRelu,
+  kGelu,
+  kGeluTanh,
+  Identity [[deprecated("use kIdentity")]] = kIdentity,  // the names before 0.2, kept for one release
+  Relu [[deprecated("use kRelu")]] = kRelu,
+  Gelu [[deprecated("use kGelu")]] = kGelu,
+  GeluTanh [[deprecated("use kGeluTanh")]] = kGeluTanh,
+};
 Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act);
-
-// A linear layer, as torch.nn.functional.linear followed by the activation: act(x weightᵀ + bias),
-// x [..., in], weight [out, in], bias [out] (or undefined: none); returns [..., out]. With a bias and
-// Identity or ReLU it is one op whose product adds the bias and applies the activation to each
-// block of the output as the block is finished (under autocast, in the bfloat16 kernel's epilogue),
-// so the output is written once and only it is kept for the backward; otherwise matmul then
-// bias_act. The same values as matmul then bias_act, in every precision.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Activation act = Activation::Identity);
 
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training; identity
 // otherwise. The mask comes from the global generator (tg::manual_seed).

@@ -15,14 +15,25 @@ namespace tg {
 namespace k = kernels;
 namespace {
 
+void check_copy_rank(const Shape& shape, const char* op) {
+  TG_CHECK(shape.rank() <= k::kMaxCopyRank, op, "tensors of rank {} are not supported (at most {} dimensions)",
+           shape.rank(), k::kMaxCopyRank);
+}
+
 // Strided copy for any dtype (by element size).
 void copy_strided(const Tensor& src, const Tensor& dst, const Shape& strides, int64_t src_offset = 0) {
   const Shape& shape = dst.shape();
+  check_copy_rank(shape, "copy");
+  auto copy = [&](auto tag) {
+    using T = decltype(tag);
+    k::strided_copy(static_cast<const T*>(src.raw_data()) + src_offset, static_cast<T*>(dst.raw_data()), shape.data(),
+                    strides.data(), shape.rank());
+  };
   switch (dtype_size(src.dtype())) {
-    case 1: k::strided_copy(static_cast<const uint8_t*>(src.raw_data()) + src_offset, static_cast<uint8_t*>(dst.raw_data()), shape, strides); break;
-    case 2: k::strided_copy(static_cast<const uint16_t*>(src.raw_data()) + src_offset, static_cast<uint16_t*>(dst.raw_data()), shape, strides); break;
-    case 4: k::strided_copy(static_cast<const uint32_t*>(src.raw_data()) + src_offset, static_cast<uint32_t*>(dst.raw_data()), shape, strides); break;
-    case 8: k::strided_copy(static_cast<const uint64_t*>(src.raw_data()) + src_offset, static_cast<uint64_t*>(dst.raw_data()), shape, strides); break;
+    case 1: copy(uint8_t{}); break;
+    case 2: copy(uint16_t{}); break;
+    case 4: copy(uint32_t{}); break;
+    case 8: copy(uint64_t{}); break;
     default: detail::fail("copy", "no strided copy for {}-byte elements ({})", dtype_size(src.dtype()), src.dtype());
   }
 }
@@ -193,6 +204,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 
 Tensor slice_backward(const Tensor& g, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
   detail::check_float(g, "slice_backward");
+  check_copy_rank(shape, "slice_backward");
   Tensor out = zeros(shape, g.dtype());
   // Write g into out at the sliced positions: out is the strided side.
   Shape st = contiguous_strides(shape);
@@ -200,7 +212,7 @@ Tensor slice_backward(const Tensor& g, const Shape& shape, int64_t dim, int64_t 
   st[dim] *= step;
   dispatch_float(g.dtype(), "slice_backward", [&](auto tag) {
     using T = decltype(tag);
-    k::strided_scatter(g.data<T>(), out.data<T>() + base, g.shape(), st);
+    k::strided_scatter(g.data<T>(), out.data<T>() + base, g.shape().data(), st.data(), g.shape().rank());
   });
   int64_t len = g.shape()[dim];
   return record("slice_backward", out, {g}, [dim, start, step, len](const Tensor& gg, const Node&) {

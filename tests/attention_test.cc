@@ -1,6 +1,8 @@
 // Fused flash attention against the unfused reference built from generic ops.
 #include "test_util.h"
 
+#include <ostream>
+
 namespace {
 using namespace tgt;
 

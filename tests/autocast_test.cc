@@ -106,7 +106,7 @@ TEST(Autocast, FusedLinearEqualsMatmulThenBiasAct) {
   for (int c = 0; c <= static_cast<int>(tg::best_cpu_capability()); ++c) {
     const auto cap = static_cast<tg::CpuCapability>(c);
     tg::set_cpu_capability(cap);
-    for (Activation act : {Activation::Identity, Activation::Relu})
+    for (Activation act : {Activation::kIdentity, Activation::kRelu})
       for (int autocast = 0; autocast < 2; ++autocast)
         for (int leaf_weight = 0; leaf_weight < 2; ++leaf_weight) {
           tg::manual_seed(4);
@@ -152,7 +152,7 @@ TEST(Autocast, AnOptimizerStepRemakesTheWeightPacks) {
       x.zero_grad();
       l.zero_grad();
       tg::AutocastGuard autocast;
-      Tensor y = l.forward(x, tg::Activation::Relu);
+      Tensor y = l.forward(x, tg::Activation::kRelu);
       tg::sum(tg::mul(y, r)).backward();
       std::vector<float> v = y.to_vector<float>();
       for (const Tensor& g : {x.grad(), l.weight.grad(), l.bias.grad()}) {

@@ -1,6 +1,8 @@
 // The recorded graph and the backward engine.
 #include "test_util.h"
 
+#include <algorithm>
+
 namespace {
 using namespace tgt;
 
@@ -287,7 +289,7 @@ TEST(Autograd, NoOpKeepsItsGraphAlive) {
       {"cross_entropy", [](auto& x) { return tg::cross_entropy(x, tg::zeros({4}, tg::kInt64), {.label_smoothing = 0.1}); }},
       {"bce", [](auto& x) { return tg::binary_cross_entropy_with_logits(x, tg::ones({4, 5})); }},
       {"dropout", [](auto& x) { return tg::dropout(x, 0.5); }}, {"gelu", [](auto& x) { return tg::gelu(x); }},
-      {"bias_act", [](auto& x) { return tg::bias_act(x, tg::ones({5}), tg::Activation::Gelu); }},
+      {"bias_act", [](auto& x) { return tg::bias_act(x, tg::ones({5}), tg::Activation::kGelu); }},
       {"flash_attention", [](auto& x) { return tg::flash_attention(x, x, x, {.causal = true}); }},
   };
   tg::set_storage_cache_limit(0);

@@ -1,9 +1,10 @@
 // Pretrained models: state-dict loading through name mappings with PyTorch's strictness, the BERT
 // model (gradients, padding invariance, folder checks), the WordPiece tokenizer on a small
 // tokenizer.json made here, and — with the real all-MiniLM-L6-v2 fetched by `./tg.sh models` — ids
-// and embeddings against Hugging Face's (tests/golden/minilm, made by bench/minilm_golden.py).
+// and embeddings against Hugging Face's (tests/golden/minilm, made by tools/minilm_golden.py).
 // Without the model these last tests skip, unless TG_REQUIRE_MODELS=1 (as `./tg.sh test` sets),
 // where they fail.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -150,8 +151,8 @@ TEST(LoadStateDict, PrefixesTransposesCollisionsAndBadRules) {
 
 TEST(Bert, GradientsOfPoolingNormalisationAndTheModel) {
   const Tensor mask = tg::from_vector<int64_t>({1, 1, 1, 0, 1, 1, 0, 0}, {2, 4});
-  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return tg::pool(in[0], mask, tg::Pooling::Mean); }, {leaf({2, 4, 3})}));
-  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return tg::pool(in[0], mask, tg::Pooling::Cls); }, {leaf({2, 4, 3})}));
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return tg::pool(in[0], mask, tg::Pooling::kMean); }, {leaf({2, 4, 3})}));
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return tg::pool(in[0], mask, tg::Pooling::kCls); }, {leaf({2, 4, 3})}));
   EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return tg::l2_normalize(in[0]); }, {leaf({3, 5})}));
   EXPECT_TRUE(gradgradcheck_ok([&](const std::vector<Tensor>& in) { return tg::l2_normalize(in[0]); }, {leaf({2, 4})}));
   // Through the whole model in float64 (eval: no dropout), with respect to a weight of layer 0.
@@ -163,7 +164,7 @@ TEST(Bert, GradientsOfPoolingNormalisationAndTheModel) {
                           tg::from_vector<int64_t>({0, 0, 1, 0, 0, 1, 0, 0}, {2, 4})};
   Tensor w = m.layers->operator[](0)->self_attn->w_q->weight;
   // The model's parameters are leaves: check d(loss)/d(w) against central differences directly.
-  Tensor loss = tg::sum(tg::mul(tg::l2_normalize(tg::pool(m.forward(in), in.attention_mask, tg::Pooling::Mean)),
+  Tensor loss = tg::sum(tg::mul(tg::l2_normalize(tg::pool(m.forward(in), in.attention_mask, tg::Pooling::kMean)),
                                 tg::arange(8).reshape({1, 8}).to(tg::kFloat64)));
   loss.backward();
   const std::vector<double> g = w.grad().to_vector<double>();
@@ -175,7 +176,7 @@ TEST(Bert, GradientsOfPoolingNormalisationAndTheModel) {
       std::vector<double> p = v;
       p[static_cast<size_t>(k)] += delta;
       w.copy_(tg::from_vector(p, w.shape(), tg::kFloat64));
-      return tg::sum(tg::mul(tg::l2_normalize(tg::pool(m.forward(in), in.attention_mask, tg::Pooling::Mean)),
+      return tg::sum(tg::mul(tg::l2_normalize(tg::pool(m.forward(in), in.attention_mask, tg::Pooling::kMean)),
                              tg::arange(8).reshape({1, 8}).to(tg::kFloat64)))
           .item();
     };
@@ -193,8 +194,8 @@ TEST(Bert, PaddingChangesNothingAndErrorsNameTheProblem) {
   const tg::BertInputs alone{tg::from_vector<int64_t>({5, 6, 7}, {1, 3}), tg::ones({1, 3}, tg::kInt64)};
   const tg::BertInputs padded{tg::from_vector<int64_t>({5, 6, 7, 0, 0, 9, 8, 7, 6, 5}, {2, 5}),
                               tg::from_vector<int64_t>({1, 1, 1, 0, 0, 1, 1, 1, 1, 1}, {2, 5})};
-  const Tensor a = tg::pool(m.forward(alone), alone.attention_mask, tg::Pooling::Mean);
-  const Tensor b = tg::pool(m.forward(padded), padded.attention_mask, tg::Pooling::Mean).narrow(0, 0, 1);
+  const Tensor a = tg::pool(m.forward(alone), alone.attention_mask, tg::Pooling::kMean);
+  const Tensor b = tg::pool(m.forward(padded), padded.attention_mask, tg::Pooling::kMean).narrow(0, 0, 1);
   EXPECT_TRUE(close(b, a, 1e-5, 1e-6));
   std::vector<Tensor> hidden;
   m.forward(alone, &hidden);
@@ -378,7 +379,7 @@ TEST(Bert, ModelFolderLoadsAndBadFoldersAreOneLine) {
   auto enc = tg::text::SentenceEncoder::load(f.dir).value();
   EXPECT_TRUE(enc->normalize);
   EXPECT_EQ(enc->max_length, 10);
-  EXPECT_EQ(enc->pooling, tg::Pooling::Mean);
+  EXPECT_EQ(enc->pooling, tg::Pooling::kMean);
   EXPECT_TRUE(close(enc->model().tok_embed->weight, sd.at("embeddings.word_embeddings.weight")));
   // encode() keeps the input order whatever the length sort, and matches one-at-a-time forward.
   const std::vector<std::string> s = {"the dog", "hello world , the big dog is unwanted running", "cafe"};
@@ -509,10 +510,10 @@ TEST(MiniLM, EmbeddingsEqualHuggingFaces) {
     std::vector<Tensor> hidden;
     enc->model().forward(in, &hidden);
     ASSERT_EQ(hidden.size(), 7u);
-    const Tensor mean = tg::pool(hidden[6], in.attention_mask, tg::Pooling::Mean);
+    const Tensor mean = tg::pool(hidden[6], in.attention_mask, tg::Pooling::kMean);
     for (const auto& [name, t] : {std::pair<std::string, Tensor>{"mean", mean}, {"mean_normalized", tg::l2_normalize(mean)},
-                                  {"cls", tg::pool(hidden[6], in.attention_mask, tg::Pooling::Cls)},
-                                  {"layer3_mean", tg::pool(hidden[3], in.attention_mask, tg::Pooling::Mean)}}) {
+                                  {"cls", tg::pool(hidden[6], in.attention_mask, tg::Pooling::kCls)},
+                                  {"layer3_mean", tg::pool(hidden[3], in.attention_mask, tg::Pooling::kMean)}}) {
       const std::vector<float> v = t.to_vector<float>();
       got[name].insert(got[name].end(), v.begin(), v.end());
     }

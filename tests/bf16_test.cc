@@ -2,8 +2,10 @@
 // that take it, and the matrix products on every path this machine has, against a float64
 // reference on bfloat16-rounded inputs; the AMX path's packing, VNNI-2 layout and edge tiles
 // through emulated tiles on every CPU; results independent of the thread count.
+#include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -21,16 +23,16 @@ using tg::bfloat16;
 float bits_to_float(uint32_t u) { return std::bit_cast<float>(u); }
 
 // Every path this CPU can run.
-std::vector<k::CpuPath> paths_here() {
-  std::vector<k::CpuPath> out;
-  for (int p = 0; p <= static_cast<int>(k::best_cpu_path()); ++p) out.push_back(static_cast<k::CpuPath>(p));
+std::vector<tg::CpuCapability> paths_here() {
+  std::vector<tg::CpuCapability> out;
+  for (int p = 0; p <= static_cast<int>(tg::best_cpu_capability()); ++p) out.push_back(static_cast<tg::CpuCapability>(p));
   return out;
 }
 
 // Restores the path in use when a test changes it.
 struct PathScope {
-  k::CpuPath saved = k::cpu_path();
-  ~PathScope() { k::set_cpu_path(saved); }
+  tg::CpuCapability saved = tg::cpu_capability();
+  ~PathScope() { tg::set_cpu_capability(saved); }
 };
 
 TEST(BFloat16, RoundsToNearestEvenKeepingInfinitiesZerosAndNaN) {
@@ -51,7 +53,7 @@ TEST(BFloat16, RoundsToNearestEvenKeepingInfinitiesZerosAndNaN) {
 
 TEST(BFloat16, EveryConversionPathGivesPyTorchsBits) {
   std::ifstream in(std::string(TG_TEST_DATA_DIR) + "/golden/bf16_rounding.txt");
-  ASSERT_TRUE(in) << "tests/golden/bf16_rounding.txt (bench/make_bf16_golden.py)";
+  ASSERT_TRUE(in) << "tests/golden/bf16_rounding.txt (tools/make_bf16_golden.py)";
   std::vector<uint32_t> from;
   std::vector<uint16_t> want;
   for (std::string line; std::getline(in, line);) {
@@ -256,9 +258,9 @@ void check_products(const std::string& what, const std::function<void(int64_t, i
 }
 
 TEST(BFloat16Gemm, EveryPathThisCpuHasMatchesTheFloat64Reference) {
-  for (k::CpuPath p : paths_here()) {
-    SCOPED_TRACE(k::cpu_path_name(p));
-    check_products(k::cpu_path_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
+  for (tg::CpuCapability p : paths_here()) {
+    SCOPED_TRACE(tg::cpu_capability_name(p));
+    check_products(tg::cpu_capability_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc, bool acc) {
       k::gemm_bf16(M, N, K, a, b, C, ldc, acc, p);
     });
   }
@@ -290,8 +292,8 @@ void check_bf16_output(const std::string& what,
 }
 
 TEST(BFloat16Gemm, BFloat16OutputIsTheFloat32SumsRoundedOnEveryPath) {
-  for (k::CpuPath p : paths_here()) {
-    check_bf16_output(k::cpu_path_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* c32, uint16_t* c16,
+  for (tg::CpuCapability p : paths_here()) {
+    check_bf16_output(tg::cpu_capability_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* c32, uint16_t* c16,
                                                int64_t ldc) {
       if (c32) k::gemm_bf16(M, N, K, a, b, c32, ldc, false, p);
       else k::gemm_bf16_to_bf16(M, N, K, a, b, c16, ldc, p);
@@ -386,8 +388,8 @@ TEST(BFloat16Gemm, EpilogueAddsTheBiasAndReluToTheFinishedSums) {
   using Run = std::function<void(int64_t, int64_t, int64_t, const k::Bf16Operand&, const k::Bf16Operand&, float*, int64_t,
                                  bool, const k::Bf16Epilogue*)>;
   std::vector<std::pair<std::string, Run>> runs;
-  for (k::CpuPath p : paths_here())
-    runs.push_back({k::cpu_path_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc,
+  for (tg::CpuCapability p : paths_here())
+    runs.push_back({tg::cpu_capability_name(p), [p](auto M, auto N, auto K, const auto& a, const auto& b, float* C, int64_t ldc,
                                              bool acc, const k::Bf16Epilogue* ep) {
                       k::gemm_bf16(M, N, K, a, b, C, ldc, acc, p, nullptr, ep);
                     }});
@@ -420,7 +422,7 @@ TEST(BFloat16Gemm, EpilogueAddsTheBiasAndReluToTheFinishedSums) {
 // The AVX-512 epilogue gives the portable one's bits: -0, NaN (ReLU makes it 0, as x > 0 ? x : 0),
 // partial vectors at a row's end.
 TEST(BFloat16Gemm, EpilogueAvx512MatchesPortable) {
-  if (k::best_cpu_path() == k::CpuPath::kPortable) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  if (tg::best_cpu_capability() == tg::CpuCapability::kPortable) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
   const int64_t rows = 7, cols = 37, ld = 40;
   std::vector<float> C = random_floats(rows * ld, 3), bias = random_floats(cols, 4);
   C[0] = -0.0f;
@@ -440,12 +442,12 @@ TEST(BFloat16Gemm, EpilogueAvx512MatchesPortable) {
 // slower than packing B afresh on every call).
 TEST(BFloat16Gemm, PackedWeightsStartOnACacheLine) {
   for (int64_t N : {1, 33, 512})
-    for (k::CpuPath p : paths_here()) {
-      if (p == k::CpuPath::kPortable) continue;
+    for (tg::CpuCapability p : paths_here()) {
+      if (p == tg::CpuCapability::kPortable) continue;
       std::vector<float> W(static_cast<size_t>(N * 70), 0.5f);
       for (int i = 0; i < 4; ++i) {  // a few allocations, whatever malloc hands out
         const k::PackedB packed = k::pack_b_bf16({W.data(), false, 70, true}, N, 70, p);
-        EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.panels.data()) % 64, 0u) << k::cpu_path_name(p) << " N " << N;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.panels.data()) % 64, 0u) << tg::cpu_capability_name(p) << " N " << N;
       }
     }
 }
@@ -483,7 +485,7 @@ TEST(BFloat16Gemm, PackedLayoutsAreRowMajorAndVnniPairs) {
 // The AVX-512 rounding of C's blocks (vcvtne2ps2bf16, software where a value is subnormal) writes
 // the portable bits: ties, subnormals among normal values, NaNs, infinities, rows of any length.
 TEST(BFloat16Gemm, VectorizedRoundingOfCWritesThePortableBits) {
-  if (static_cast<int>(k::best_cpu_path()) < static_cast<int>(k::CpuPath::kAvx512Bf16))
+  if (static_cast<int>(tg::best_cpu_capability()) < static_cast<int>(tg::CpuCapability::kAvx512Bf16))
     GTEST_SKIP() << "no AVX-512 with BF16 on this CPU";
   const float special[] = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-7f, 0x1p-130f, -0x1.fffffep-127f,
                            3.4028235e38f, -3.4028235e38f, INFINITY, -INFINITY, std::bit_cast<float>(0x7F800001u),
@@ -503,7 +505,7 @@ TEST(BFloat16Gemm, VectorizedRoundingOfCWritesThePortableBits) {
 // The AVX-512 store of a float32 block into C (AMX's float32 C over several K chunks) writes what
 // the portable one does, accumulating or not, for rows of any length.
 TEST(BFloat16Gemm, VectorizedBlockStoreWritesWhatThePortableOneDoes) {
-  if (static_cast<int>(k::best_cpu_path()) < static_cast<int>(k::CpuPath::kAvx512Bf16))
+  if (static_cast<int>(tg::best_cpu_capability()) < static_cast<int>(tg::CpuCapability::kAvx512Bf16))
     GTEST_SKIP() << "no AVX-512 with BF16 on this CPU";
   for (int64_t cols : {1, 15, 16, 17, 31, 32})
     for (bool acc : {false, true}) {
@@ -517,7 +519,7 @@ TEST(BFloat16Gemm, VectorizedBlockStoreWritesWhatThePortableOneDoes) {
 }
 
 TEST(BFloat16Gemm, VectorizedPackingWritesThePortableBits) {
-  if (static_cast<int>(k::best_cpu_path()) < static_cast<int>(k::CpuPath::kAvx512Bf16))
+  if (static_cast<int>(tg::best_cpu_capability()) < static_cast<int>(tg::CpuCapability::kAvx512Bf16))
     GTEST_SKIP() << "no AVX-512 with BF16 on this CPU: the AVX-512 packing cannot run here";
   // Values whose rounding is delicate: ties both ways, subnormals, the largest finite, infinities,
   // NaNs with payloads, signed zeros; then normal values.
@@ -575,13 +577,13 @@ TEST(BFloat16Gemm, ResultsDoNotDependOnTheThreadCount) {
   const int64_t M = 150, N = 130, K = 200;
   const std::vector<float> A = random_floats(M * K, 5), B = random_floats(K * N, 6);
   const int saved = tg::num_threads();
-  for (k::CpuPath p : paths_here()) {
+  for (tg::CpuCapability p : paths_here()) {
     std::vector<float> one(M * N), two(M * N);
     tg::set_num_threads(1);
     k::gemm_bf16(M, N, K, {A.data(), false, K, false}, {B.data(), false, N, false}, one.data(), N, false, p);
     tg::set_num_threads(2);
     k::gemm_bf16(M, N, K, {A.data(), false, K, false}, {B.data(), false, N, false}, two.data(), N, false, p);
-    EXPECT_EQ(one, two) << k::cpu_path_name(p);
+    EXPECT_EQ(one, two) << tg::cpu_capability_name(p);
   }
   tg::set_num_threads(saved);
 }
@@ -594,8 +596,8 @@ TEST(BFloat16Gemm, ARowsResultDoesNotDependOnHowManyRowsAreMultiplied) {
   const int64_t N = 70, K = 300, rows = 9;
   const std::vector<float> A = random_floats(rows * K, 7), B = random_floats(N * K, 8);
   if (paths_here().size() == 1) GTEST_SKIP() << "only the portable path on this CPU";
-  for (k::CpuPath p : paths_here()) {
-    if (p == k::CpuPath::kPortable) continue;
+  for (tg::CpuCapability p : paths_here()) {
+    if (p == tg::CpuCapability::kPortable) continue;
     std::vector<float> all(rows * N);
     k::gemm_bf16(rows, N, K, {A.data(), false, K, false}, {B.data(), false, K, true}, all.data(), N, false, p);
     for (int64_t M = 1; M < rows; ++M)
@@ -603,7 +605,7 @@ TEST(BFloat16Gemm, ARowsResultDoesNotDependOnHowManyRowsAreMultiplied) {
         std::vector<float> part(M * N);
         k::gemm_bf16(M, N, K, {A.data() + i0 * K, false, K, false}, {B.data(), false, K, true}, part.data(), N, false, p);
         for (int64_t i = 0; i < M * N; ++i)
-          ASSERT_EQ(part[i], all[i0 * N + i]) << k::cpu_path_name(p) << ": " << M << " rows from row " << i0;
+          ASSERT_EQ(part[i], all[i0 * N + i]) << tg::cpu_capability_name(p) << ": " << M << " rows from row " << i0;
       }
   }
 }
@@ -612,11 +614,11 @@ TEST(BFloat16Gemm, MatmulOfBFloat16TensorsOnEveryPath) {
   tg::manual_seed(9);
   Tensor a = tg::randn({2, 9, 40}).to(tg::kBFloat16), b = tg::randn({40, 24}).to(tg::kBFloat16);
   Tensor want = tg::matmul(a.to(tg::kFloat64), b.to(tg::kFloat64));
-  for (k::CpuPath p : paths_here()) {
+  for (tg::CpuCapability p : paths_here()) {
     tg::set_cpu_capability(static_cast<tg::CpuCapability>(p));
     Tensor c = tg::matmul(a, b);
     EXPECT_EQ(c.dtype(), tg::kBFloat16);
-    EXPECT_TRUE(close(c, want, 1e-2, 1e-2)) << k::cpu_path_name(p);  // one bfloat16 rounding of the output
+    EXPECT_TRUE(close(c, want, 1e-2, 1e-2)) << tg::cpu_capability_name(p);  // one bfloat16 rounding of the output
   }
   Tensor w = tg::randn({24, 40}).to(tg::kBFloat16).requires_grad_();
   tg::sum(tg::matmul(a, w, false, true).to(tg::kFloat32)).backward();
@@ -634,8 +636,8 @@ TEST(BFloat16Gemm, EnvironmentChoosesThePath) {
 
 TEST(BFloat16Gemm, CapabilityIsNamedAndCannotBeRaised) {
   EXPECT_NE(tg::cpu_capability_description().find("bf16 matmul: "), std::string::npos);
-  if (tg::best_cpu_capability() != tg::CpuCapability::Amx) {
-    EXPECT_THROW(tg::set_cpu_capability(tg::CpuCapability::Amx), tg::Error);
+  if (tg::best_cpu_capability() != tg::CpuCapability::kAmx) {
+    EXPECT_THROW(tg::set_cpu_capability(tg::CpuCapability::kAmx), tg::Error);
   }
 }
 

@@ -1,8 +1,13 @@
 // Byte-level BPE from Hugging Face tokenizer.json files (GPT-2, Llama 3, Qwen2 with NFC, and
 // SmolLM forms), against the ids and pre-tokenizer pieces of the `tokenizers` package on 2,000
 // strings of many scripts, emoji, combining marks, Hangul, digits and whitespace runs (tests/golden/tokenizers, made by
-// bench/make_byte_bpe_golden.py); decoding round-trips; bad files and bad text are one line.
+// tools/make_byte_bpe_golden.py); decoding round-trips; bad files and bad text are one line.
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -164,9 +169,19 @@ namespace {
 }
 
 // English prose with code in it: the repository's README.
+// English prose with code in it: the README and the docs/ pages, in name order.
 std::string readme() {
-  std::ifstream in(std::string(TG_TEST_DATA_DIR) + "/../README.md");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::filesystem::path root = std::filesystem::path(TG_TEST_DATA_DIR) / "..";
+  std::vector<std::filesystem::path> pages = {root / "README.md"};
+  for (const auto& e : std::filesystem::directory_iterator(root / "docs"))
+    if (e.path().extension() == ".md") pages.push_back(e.path());
+  std::sort(pages.begin() + 1, pages.end());
+  std::string text;
+  for (const auto& page : pages) {
+    std::ifstream in(page);
+    text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return text;
 }
 
 TEST(ByteBpeTraining, MergesTheMostFrequentPairFirstTiesToTheSmallerIds) {

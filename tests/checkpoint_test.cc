@@ -142,10 +142,10 @@ TEST(Safetensors, CorruptFilesAreRejectedWithAMessage) {
   std::remove(path.c_str());
 }
 
-// XXH64 against the reference library's values (tests/golden/xxh64.txt, bench/make_xxh64_golden.py).
+// XXH64 against the reference library's values (tests/golden/xxh64.txt, tools/make_xxh64_golden.py).
 TEST(Safetensors, Xxh64MatchesTheReferenceImplementation) {
   std::ifstream in(std::string(TG_TEST_DATA_DIR) + "/golden/xxh64.txt");
-  ASSERT_TRUE(in) << "tests/golden/xxh64.txt (bench/make_xxh64_golden.py)";
+  ASSERT_TRUE(in) << "tests/golden/xxh64.txt (tools/make_xxh64_golden.py)";
   std::string line;
   int checked = 0;
   while (std::getline(in, line)) {

@@ -5,8 +5,8 @@
 #   3. add_subdirectory(tapegrad): a Debug, shared (libtapegrad.so), baseline x86-64, MPI-less build of the
 #      library whose unit tests run there too.
 # Each builds consumer/main.cc (a custom op, gradchecked, in the user's own model, trained by the
-# library's loop; it exits non-zero unless the loss falls) and runs it. The README's copies of
-# those files must equal them, and the consumer's own compile lines must carry no -march and no
+# library's loop; it exits non-zero unless the loss falls) and runs it. docs/install.md shows
+# those files, and the consumer's own compile lines must carry no -march and no
 # -Werror. Usage: tests/consumer_test.sh BUILD_DIR   (a built top-level tapegrad)
 set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,16 +17,11 @@ trap 'rm -rf "$WORK"' EXIT
 step() { echo "== consumer: $*"; }
 fail() { echo "FAIL: consumer: $*"; exit 1; }
 
-# The README's blocks marked <!-- file: PATH --> are PATH, to the letter.
-step "README blocks equal the files CI builds"
-for path in $(grep -o '<!-- file: [^ ]* -->' "$SRC/README.md" | sed 's/<!-- file: \(.*\) -->/\1/'); do
-  awk -v marker="<!-- file: $path -->" '$0 == marker {found = 1; next}
-    found == 1 && /^```/ {found = 2; next} found == 2 && /^```$/ {exit} found == 2 {print}' \
-    "$SRC/README.md" > "$WORK/readme_block"
-  diff -u "$SRC/$path" "$WORK/readme_block" > "$WORK/diff" || { cat "$WORK/diff"; fail "README's $path differs"; }
-  echo "ok: README = $path"
+# docs/install.md shows these files (tests/docs_test.sh checks that its blocks equal them).
+step "docs/install.md shows the consumer's files"
+for path in consumer/main.cc consumer/find_package/CMakeLists.txt consumer/add_subdirectory/CMakeLists.txt; do
+  grep -qx "<!-- file: $path -->" "$SRC/docs/install.md" || fail "docs/install.md has no $path block"
 done
-grep -q '<!-- file: consumer/main.cc -->' "$SRC/README.md" || fail "README has no consumer/main.cc block"
 
 # A user's compile line for main.cc must not inherit tapegrad's tuning or warning flags.
 check_own_flags() {  # compile_commands.json main.cc
@@ -43,6 +38,9 @@ PREFIX=$WORK/prefix
 [ -f "$PREFIX/include/tapegrad/tapegrad.h" ] || fail "no include/tapegrad/tapegrad.h in the install"
 ls "$PREFIX"/lib*/libtapegrad.* > /dev/null || fail "no libtapegrad in the install"
 if ls "$PREFIX"/lib*/libtg_* > /dev/null 2>&1; then fail "the install has more than one library"; fi
+cmp -s "$SRC/LICENSE" "$PREFIX/share/licenses/tapegrad/LICENSE" || fail "the install has no share/licenses/tapegrad/LICENSE"
+grep -qx 'license=MIT' "$PREFIX"/lib*/pkgconfig/tapegrad.pc || fail "tapegrad.pc names no licence"
+grep -q 'set(tapegrad_LICENSE "MIT")' "$PREFIX"/lib*/cmake/tapegrad/tapegradConfig.cmake || fail "tapegradConfig.cmake names no licence"
 if grep -rqF "$SRC" "$PREFIX"/lib*/cmake/tapegrad "$PREFIX"/lib*/pkgconfig; then fail "the installed package refers to the source tree"; fi
 # Every installed header compiles on its own, and none pulls in Abseil, xsimd, SentencePiece or
 # nlohmann-json (those stay inside the library).

@@ -271,7 +271,7 @@ tg::DecoderLM& trained_lm() {
   static tg::DecoderLM* lm = [] {
     tg::manual_seed(24);
     auto* m = new tg::DecoderLM({.vocab = 8, .context = 24, .layer = {.d_model = 32, .heads = 2, .d_ff = 64,
-                                 .dropout = 0.1, .activation = tg::Activation::Gelu, .norm_first = true}, .layers = 2});
+                                 .dropout = 0.1, .activation = tg::Activation::kGelu, .norm_first = true}, .layers = 2});
     std::vector<int64_t> seq;
     for (int64_t phase = 0; phase < 8; ++phase)
       for (int64_t i = 0; i < 25; ++i) seq.push_back((phase * 3 + i * (1 + phase % 2)) % 8);

@@ -33,7 +33,7 @@ TEST(Errors, ShapeMismatches) {
                           {"rotary_embedding", "sin", "[3, 2]"}));
   EXPECT_TRUE(throws_with([&] { tg::repeat_kv(a, 2); }, {"repeat_kv", "[2, 3]"}));
   EXPECT_TRUE(throws_with([&] { tg::repeat_kv(tg::ones({1, 2, 3, 4}), 0); }, {"repeat_kv", "n_rep"}));
-  EXPECT_TRUE(throws_with([&] { tg::bias_act(a, tg::ones({2}), tg::Activation::Relu); }, {"bias_act", "[2]", "[2, 3]"}));
+  EXPECT_TRUE(throws_with([&] { tg::bias_act(a, tg::ones({2}), tg::Activation::kRelu); }, {"bias_act", "[2]", "[2, 3]"}));
   EXPECT_TRUE(throws_with([&] { tg::linear(a, tg::ones({4, 2})); }, {"linear", "[2, 3]", "in_features = 2"}));
   EXPECT_TRUE(throws_with([&] { tg::linear(a, tg::ones({4, 3, 1})); }, {"linear", "weight", "[4, 3, 1]"}));
   EXPECT_TRUE(throws_with([&] { tg::linear(a, tg::ones({4, 3}), tg::ones({3})); }, {"linear", "bias", "[3]", "[4, 3]"}));
@@ -92,7 +92,7 @@ TEST(Errors, EmptyAndValues) {
                           {"cross_entropy", "label_smoothing"}));
   EXPECT_TRUE(throws_with([&] { tg::cross_entropy(tg::ones({2, 3}), tg::arange(2), {.weight = tg::ones({2})}); },
                           {"cross_entropy", "weight of shape [2]", "[2, 3]", "[3]"}));
-  EXPECT_TRUE(throws_with([&] { tg::nll_loss(tg::ones({2, 3}), tg::arange(2), -100, tg::Reduction::Mean, tg::arange(3)); },
+  EXPECT_TRUE(throws_with([&] { tg::nll_loss(tg::ones({2, 3}), tg::arange(2), -100, tg::Reduction::kMean, tg::arange(3)); },
                           {"nll_loss", "int64"}));
   EXPECT_TRUE(throws_with([&] { tg::cross_entropy(tg::ones({2, 3}), tg::arange(2), {.weight = tg::full({3}, NAN)}); },
                           {"cross_entropy", "finite"}));

@@ -2,7 +2,9 @@
 // exercise the vector body and the scalar tail, broadcasting, and the threaded paths.
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
+#include "ops/kernels/parallel.h"
 #include "test_util.h"
 
 namespace {
@@ -41,7 +43,7 @@ TEST_P(Forward, Unary) {
       {"sigmoid", [](auto& x) { return tg::sigmoid(x); }, [](double x) { return 1 / (1 + std::exp(-x)); }, -8, 8},
       {"relu", [](auto& x) { return tg::relu(x); }, [](double x) { return std::max(x, 0.0); }, -3, 3},
       {"gelu", [](auto& x) { return tg::gelu(x); }, gelu_erf, -5, 5},
-      {"gelu_tanh", [](auto& x) { return tg::gelu(x, tg::GeluApprox::Tanh); }, gelu_tanh, -5, 5},
+      {"gelu_tanh", [](auto& x) { return tg::gelu(x, tg::GeluApprox::kTanh); }, gelu_tanh, -5, 5},
       {"silu", [](auto& x) { return tg::silu(x); }, [](double x) { return x / (1 + std::exp(-x)); }, -6, 6},
       {"erf", [](auto& x) { return tg::erf(x); }, [](double x) { return std::erf(x); }, -3, 3},
       {"sin", [](auto& x) { return tg::sin(x); }, [](double x) { return std::sin(x); }, -6, 6},
@@ -301,9 +303,9 @@ TEST_P(Forward, LossesAgainstFormulas) {
   double want = (nll_row(0, 0) + nll_row(1, 1)) / 2;  // the ignored row does not count
   const double t = GetParam() == tg::kFloat32 ? 1e-6 : 1e-12;
   EXPECT_NEAR(tg::cross_entropy(logits, target).item(), want, t);
-  EXPECT_NEAR(tg::cross_entropy(logits, target, {.reduction = tg::Reduction::Sum}).item(), 2 * want, t);
+  EXPECT_NEAR(tg::cross_entropy(logits, target, {.reduction = tg::Reduction::kSum}).item(), 2 * want, t);
   EXPECT_NEAR(tg::nll_loss(tg::log_softmax(logits), target).item(), want, t);
-  Tensor none = tg::cross_entropy(logits, target, {.reduction = tg::Reduction::None});
+  Tensor none = tg::cross_entropy(logits, target, {.reduction = tg::Reduction::kNone});
   EXPECT_TRUE(close(none, {nll_row(0, 0), nll_row(1, 1), 0.0}, t, t));
   // Label smoothing: (1 - e) nll + e * mean_c(-log p_c).
   double e = 0.1, smooth0 = 0, smooth1 = 0;
@@ -320,11 +322,11 @@ TEST_P(Forward, LossesAgainstFormulas) {
     Tensor w = tg::tensor({0.5, 2.0, 1.5}, GetParam());
     const double tw = GetParam() == tg::kFloat32 ? 1e-6 : 1e-12;
     EXPECT_NEAR(tg::cross_entropy(x4, t4, {.weight = w}).item(), 0.19071020516373935, tw);
-    EXPECT_NEAR(tg::nll_loss(tg::log_softmax(x4), t4, -100, tg::Reduction::Mean, w).item(), 0.19071020516373935, tw);
+    EXPECT_NEAR(tg::nll_loss(tg::log_softmax(x4), t4, -100, tg::Reduction::kMean, w).item(), 0.19071020516373935, tw);
     EXPECT_NEAR(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .weight = w}).item(), 0.3499968752123104, tw);
-    EXPECT_NEAR(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .reduction = tg::Reduction::Sum, .weight = w}).item(),
+    EXPECT_NEAR(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .reduction = tg::Reduction::kSum, .weight = w}).item(),
                 1.3999875008492415, tw);
-    EXPECT_TRUE(close(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .reduction = tg::Reduction::None, .weight = w}),
+    EXPECT_TRUE(close(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .reduction = tg::Reduction::kNone, .weight = w}),
                       {0.40493417616206956, 0.5687624111730399, 0.0, 0.42629091351413195}, tw, tw));
     // All weights 1 is the unweighted loss.
     EXPECT_NEAR(tg::cross_entropy(x4, t4, {.label_smoothing = 0.1, .weight = tg::ones({3}, GetParam())}).item(),
@@ -338,7 +340,7 @@ TEST_P(Forward, LossesAgainstFormulas) {
   std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), want_b;
   for (size_t i = 0; i < xv.size(); ++i)
     want_b.push_back(std::max(xv[i], 0.0) - xv[i] * yv[i] + std::log1p(std::exp(-std::fabs(xv[i]))));
-  EXPECT_TRUE(close(tg::binary_cross_entropy_with_logits(x, y, tg::Reduction::None), want_b, t, t));
+  EXPECT_TRUE(close(tg::binary_cross_entropy_with_logits(x, y, tg::Reduction::kNone), want_b, t, t));
 }
 
 TEST_P(Forward, LayerNormAgainstFormula) {
@@ -387,17 +389,17 @@ TEST_P(Forward, RotaryEmbeddingAgainstFormula) {
 TEST_P(Forward, BiasActivationMatchesComposition) {
   Tensor x = tg::uniform({70, 33}, -3, 3, GetParam()), b = tg::uniform({33}, -1, 1, GetParam());
   const double t = tol() * 10;
-  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::Identity), x + b, t, t));
-  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::Relu), tg::relu(x + b), t, t));
-  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::Gelu), tg::gelu(x + b), t, t));
-  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::GeluTanh), tg::gelu(x + b, tg::GeluApprox::Tanh), t, t));
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::kIdentity), x + b, t, t));
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::kRelu), tg::relu(x + b), t, t));
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::kGelu), tg::gelu(x + b), t, t));
+  EXPECT_TRUE(close(tg::bias_act(x, b, tg::Activation::kGeluTanh), tg::gelu(x + b, tg::GeluApprox::kTanh), t, t));
   // Gradients equal the composed ops' gradients, whatever the thread count.
   Tensor xl = x.detach().requires_grad_(), bl = b.detach().requires_grad_();
   Tensor g = tg::uniform({70, 33}, -1, 1, GetParam());
   std::vector<Tensor> ref = tg::grad({tg::gelu(xl + bl)}, {xl, bl}, {g});
   for (int threads : {1, 2}) {
     tg::set_num_threads(threads);
-    std::vector<Tensor> got = tg::grad({tg::bias_act(xl, bl, tg::Activation::Gelu)}, {xl, bl}, {g});
+    std::vector<Tensor> got = tg::grad({tg::bias_act(xl, bl, tg::Activation::kGelu)}, {xl, bl}, {g});
     EXPECT_TRUE(close(got[0], ref[0], t * 10, t));
     EXPECT_TRUE(close(got[1], ref[1], t * 100, t * 10));
   }

@@ -108,7 +108,7 @@ TEST(FuzzSeeds, DISABLED_WriteSeeds) {
     put("train_state", "step1.safetensors", tg::train::serialize_train_state(st, model, opt));
   }
   {
-    tg::Word2Vec w(tg::Vocabulary::from_words({"king", "queen", "man", "woman"}, {4, 3, 2, 1}), tg::randn({4, 3}));
+    tg::Word2Vec w(tg::WordCounts::from_words({"king", "queen", "man", "woman"}, {4, 3, 2, 1}), tg::randn({4, 3}));
     const std::string dir = testing::TempDir();
     for (bool binary : {false, true}) {
       const std::string path = dir + (binary ? "/v.bin" : "/v.txt");

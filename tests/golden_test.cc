@@ -52,7 +52,7 @@ const std::vector<std::pair<std::string, CaseFn>>& case_table() {
       {"sigmoid", [](const Inputs& x) { return tg::sigmoid(x[0]); }},
       {"relu", [](const Inputs& x) { return tg::relu(x[0]); }},
       {"gelu", [](const Inputs& x) { return tg::gelu(x[0]); }},
-      {"gelu_tanh", [](const Inputs& x) { return tg::gelu(x[0], tg::GeluApprox::Tanh); }},
+      {"gelu_tanh", [](const Inputs& x) { return tg::gelu(x[0], tg::GeluApprox::kTanh); }},
       {"silu", [](const Inputs& x) { return tg::silu(x[0]); }},
       {"abs", [](const Inputs& x) { return tg::abs(x[0]); }},
       // Reductions.

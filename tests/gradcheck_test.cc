@@ -61,7 +61,7 @@ TEST_F(Gradcheck, Unary) {
   GC(tg::sigmoid(in[0]), x);
   GC(tg::relu(in[0]), x);
   GC(tg::gelu(in[0]), x);
-  GC(tg::gelu(in[0], tg::GeluApprox::Tanh), x);
+  GC(tg::gelu(in[0], tg::GeluApprox::kTanh), x);
   GC(tg::silu(in[0]), x);
   GC(tg::erf(in[0]), x);
   GC(tg::sin(in[0]), x);
@@ -158,17 +158,17 @@ TEST_F(Gradcheck, NN) {
   Tensor target = tg::from_vector<int64_t>({1, 4, -100}, {3});
   GC(tg::cross_entropy(in[0], target), x);
   GC(tg::cross_entropy(in[0], target, {.label_smoothing = 0.2}), x);
-  GC(tg::cross_entropy(in[0], target, {.reduction = tg::Reduction::Sum}), x);
-  GC(tg::cross_entropy(in[0], target, {.reduction = tg::Reduction::None}), x);
+  GC(tg::cross_entropy(in[0], target, {.reduction = tg::Reduction::kSum}), x);
+  GC(tg::cross_entropy(in[0], target, {.reduction = tg::Reduction::kNone}), x);
   Tensor t3 = tg::from_vector<int64_t>({0, 1, 2, 3, 4, 0}, {2, 3});
   GC(tg::cross_entropy(in[0], t3, {.ignore_index = 3}), leaf({2, 3, 5}));
   GC(tg::nll_loss(tg::log_softmax(in[0]), target), x);
   Tensor cw = tg::tensor({0.5, 2.0, 1.5, 0.25, 1.0}, tg::kFloat64);
   GC(tg::cross_entropy(in[0], target, {.weight = cw}), x);
   GC(tg::cross_entropy(in[0], target, {.label_smoothing = 0.2, .weight = cw}), x);
-  GC(tg::cross_entropy(in[0], t3, {.ignore_index = 3, .label_smoothing = 0.1, .reduction = tg::Reduction::None, .weight = cw}),
+  GC(tg::cross_entropy(in[0], t3, {.ignore_index = 3, .label_smoothing = 0.1, .reduction = tg::Reduction::kNone, .weight = cw}),
      leaf({2, 3, 5}));
-  GC(tg::nll_loss(tg::log_softmax(in[0]), target, -100, tg::Reduction::Sum, cw), x);
+  GC(tg::nll_loss(tg::log_softmax(in[0]), target, -100, tg::Reduction::kSum, cw), x);
   Tensor y = tg::rand({3, 5}, tg::kFloat64);
   GC(tg::binary_cross_entropy_with_logits(in[0], in[1]), x, y.requires_grad_());
   GC(tg::layer_norm(in[0], 1, in[1], in[2]), leaf({4, 6}), leaf({6}), leaf({6}));
@@ -189,13 +189,13 @@ TEST_F(Gradcheck, NN) {
 // leading dims become rows; without a bias.
 TEST_F(Gradcheck, Linear) {
   using tg::Activation;
-  for (Activation act : {Activation::Identity, Activation::Relu, Activation::Gelu}) {
+  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu}) {
     Tensor x = leaf({2, 3, 4}, -2, 2), w = leaf({5, 4}), b = leaf({5});
     EXPECT_TRUE(gradcheck_ok([&](const V& in) { return tg::linear(in[0], in[1], in[2], act); }, {x, w, b}))
         << static_cast<int>(act);
     EXPECT_TRUE(gradcheck_ok([&](const V& in) { return tg::linear(in[0], in[1], Tensor(), act); }, {x, w}))
         << static_cast<int>(act);
-    if (act != Activation::Relu) {  // ReLU's second derivative is zero almost everywhere
+    if (act != Activation::kRelu) {  // ReLU's second derivative is zero almost everywhere
       EXPECT_TRUE(gradgradcheck_ok([&](const V& in) { return tg::linear(in[0], in[1], in[2], act); }, {x, w, b}))
           << static_cast<int>(act);
     }
@@ -204,11 +204,11 @@ TEST_F(Gradcheck, Linear) {
 
 TEST_F(Gradcheck, BiasActivation) {
   using tg::Activation;
-  for (Activation act : {Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh}) {
+  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {
     Tensor x = leaf({3, 2, 5}, -2, 2), b = leaf({5});
     EXPECT_TRUE(gradcheck_ok([&](const V& in) { return tg::bias_act(in[0], in[1], act); }, {x, b}))
         << static_cast<int>(act);
-    if (act != Activation::Relu) {  // ReLU's second derivative is zero almost everywhere
+    if (act != Activation::kRelu) {  // ReLU's second derivative is zero almost everywhere
       EXPECT_TRUE(gradgradcheck_ok([&](const V& in) { return tg::bias_act(in[0], in[1], act); }, {x, b}))
           << static_cast<int>(act);
     }
@@ -229,7 +229,7 @@ TEST_F(Gradcheck, GradOfGrad) {
   GGC(tg::tanh(in[0]), a);
   GGC(tg::sigmoid(in[0]), a);
   GGC(tg::gelu(in[0]), a);
-  GGC(tg::gelu(in[0], tg::GeluApprox::Tanh), a);
+  GGC(tg::gelu(in[0], tg::GeluApprox::kTanh), a);
   GGC(tg::silu(in[0]), a);
   GGC(tg::reciprocal(in[0]), a);
   GGC(tg::square(in[0]), a);

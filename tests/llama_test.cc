@@ -1,6 +1,6 @@
 // Llama-family decoders: the modules (RMSNorm, rotary positions, grouped-query attention with its
 // cache, SwiGLU) gradchecked in float64, and checkpoints written by Hugging Face transformers
-// and GPT-2 (tests/golden/decoders, made by bench/make_decoder_golden.py; the GPT-2 one sharded)
+// and GPT-2 (tests/golden/decoders, made by tools/make_decoder_golden.py; the GPT-2 one sharded)
 // giving transformers' logits and
 // greedy continuations, with and without the key/value cache; bad folders refused in one line.
 #include <cstdlib>
@@ -200,7 +200,7 @@ TEST(Gpt2, ConfigIsReadAndWhatIsNotImplementedIsRefusedByName) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->context, 64);
   EXPECT_EQ(c->layer.d_ff, 32);  // n_inner null: 4 n_embd
-  EXPECT_EQ(c->layer.activation, tg::Activation::GeluTanh);
+  EXPECT_EQ(c->layer.activation, tg::Activation::kGeluTanh);
   EXPECT_TRUE(c->tie_weights);
   auto refused = [&](const std::string& extra, std::vector<std::string> words) {
     auto r = with(extra);
@@ -347,7 +347,7 @@ TEST(Llama, AFolderWhoseConfigDoesNotMatchItsWeightsIsRefusedBeforeAllocating) {
 }
 
 // A model trained by train_lm --arch llama with a byte_bpe tokenizer it trained
-// (tests/golden/train_lm_llama, bench/make_train_lm_golden.py): transformers' AutoModelForCausalLM
+// (tests/golden/train_lm_llama, tools/make_train_lm_golden.py): transformers' AutoModelForCausalLM
 // and AutoTokenizer loaded that folder; we give their logits, greedy tokens and token ids.
 TEST(TrainLmFolder, TransformersGivesTheSameLogitsTokensAndIds) {
   const std::string dir = std::string(TG_TEST_DATA_DIR) + "/golden/train_lm_llama";

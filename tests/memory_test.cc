@@ -1,6 +1,7 @@
 // Steady memory in training loops: the storage counters (live and cached bytes), size-class reuse
 // of freed buffers, and the cache's automatic limit. Run in this process, so numbers are relative
 // to what the process held before each test.
+#include <algorithm>
 #include <fstream>
 #include <string>
 

@@ -1,5 +1,6 @@
 // Modules: registration and names, state dicts, freezing, layers; and parity with torch.nn on
 // golden files exported by tests/golden/make_module_golden.py (Debian's python3-torch).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -95,8 +96,8 @@ void encoder_layer_case(const char* file, bool norm_first, tg::Activation act) {
   expect_parity(f, layer, out, {{"src", src}});
 }
 
-TEST(Golden, EncoderLayerPostNormRelu) { encoder_layer_case("encoder_layer.safetensors", false, tg::Activation::Relu); }
-TEST(Golden, EncoderLayerPreNormGelu) { encoder_layer_case("encoder_layer_prenorm.safetensors", true, tg::Activation::Gelu); }
+TEST(Golden, EncoderLayerPostNormRelu) { encoder_layer_case("encoder_layer.safetensors", false, tg::Activation::kRelu); }
+TEST(Golden, EncoderLayerPreNormGelu) { encoder_layer_case("encoder_layer_prenorm.safetensors", true, tg::Activation::kGelu); }
 
 TEST(Golden, DecoderLayer) {
   auto f = golden("decoder_layer.safetensors");
@@ -365,7 +366,7 @@ TEST(Zoo, DecoderLMPositionsLearnedSinusoidalRotary) {
   for (tg::Positions p : {tg::Positions::kLearned, tg::Positions::kSinusoidal, tg::Positions::kRotary}) {
     tg::manual_seed(3);
     tg::DecoderLM lm({.vocab = 20, .context = 16, .layer = {.d_model = 16, .heads = 2, .d_ff = 32, .dropout = 0.0,
-                                                             .activation = tg::Activation::Gelu, .norm_first = true},
+                                                             .activation = tg::Activation::kGelu, .norm_first = true},
                       .layers = 2, .positions = p});
     lm.eval();
     bool has_pos = false;
@@ -399,7 +400,7 @@ TEST(Zoo, DecoderLMPositionsLearnedSinusoidalRotary) {
 TEST(Zoo, DecoderLMTiedAndMaskedLM) {
   tg::manual_seed(1);
   tg::DecoderLM lm({.vocab = 20, .context = 16, .layer = {.d_model = 16, .heads = 2, .d_ff = 32, .dropout = 0.0,
-                                                           .activation = tg::Activation::Gelu, .norm_first = true},
+                                                           .activation = tg::Activation::kGelu, .norm_first = true},
                     .layers = 2});
   EXPECT_EQ(lm.lm_head, nullptr);
   Tensor ids = tg::randint(0, 20, {2, 10});
@@ -412,7 +413,7 @@ TEST(Zoo, DecoderLMTiedAndMaskedLM) {
   EXPECT_TRUE(throws_with([&] { lm.forward(tg::zeros({1, 17}, tg::kInt64)); }, {"exceeds the context of 16"}));
 
   tg::MaskedLM mlm({.vocab = 30, .context = 16, .layer = {.d_model = 16, .heads = 2, .d_ff = 32, .dropout = 0.0,
-                                                           .activation = tg::Activation::Gelu},
+                                                           .activation = tg::Activation::kGelu},
                     .layers = 2});
   Tensor tokens = tg::randint(5, 30, {4, 12});
   auto batch = tg::mask_tokens(tokens, /*mask_id=*/1, 30, 0.3, 0, 5);

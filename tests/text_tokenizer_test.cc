@@ -2,6 +2,7 @@
 // behind one interface; files saved, recognised by content and reloaded; corrupt, truncated and
 // oversized files refused with one line naming the file; encode_pair's specials, truncation,
 // padding and type ids.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 

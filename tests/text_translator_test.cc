@@ -3,6 +3,7 @@
 // models/attention.h's fix_attention_projections (the W_Q/W_K/W_V ablation).
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -143,14 +144,14 @@ TEST(AttentionProjections, IdentityFrozenAndLearned) {
   tg::manual_seed(1);
   tg::Transformer learned(c.model(20, 20));
   const int64_t all = count_trainable(learned);
-  tg::fix_attention_projections(learned, tg::Projections::Learned);
+  tg::fix_attention_projections(learned, tg::Projections::kLearned);
   EXPECT_EQ(count_trainable(learned), all);
 
   // Per attention (3: encoder self, decoder self and cross), W_Q, W_K, W_V: 3 x (16 x 16 + 16).
   const int64_t fixed = 3 * 3 * (16 * 16 + 16);
   tg::manual_seed(1);
   tg::Transformer frozen(c.model(20, 20));
-  tg::fix_attention_projections(frozen, tg::Projections::Frozen);
+  tg::fix_attention_projections(frozen, tg::Projections::kFrozen);
   EXPECT_EQ(count_trainable(frozen), all - fixed);
   for (const auto& [name, p] : frozen.named_parameters()) {
     const bool projection = name.find(".w_q.") != std::string::npos || name.find(".w_k.") != std::string::npos ||
@@ -161,7 +162,7 @@ TEST(AttentionProjections, IdentityFrozenAndLearned) {
 
   tg::manual_seed(1);
   tg::Transformer identity(c.model(20, 20));
-  tg::fix_attention_projections(identity, tg::Projections::Identity);
+  tg::fix_attention_projections(identity, tg::Projections::kIdentity);
   EXPECT_EQ(count_trainable(identity), all - fixed);
   EXPECT_TRUE(close(param(identity, "encoder.layers.0.self_attn.w_k.weight"), tg::eye(16), 0, 0));
   EXPECT_TRUE(close(param(identity, "decoder.layers.0.cross_attn.w_v.bias"), tg::zeros({16}), 0, 0));
@@ -171,14 +172,14 @@ TEST(AttentionProjections, IdentityFrozenAndLearned) {
   // A bare attention module (names without a parent: "w_q.weight"): Q = K = V = X.
   tg::manual_seed(2);
   tg::MultiHeadAttention mha(8, 2);
-  tg::fix_attention_projections(mha, tg::Projections::Identity);
+  tg::fix_attention_projections(mha, tg::Projections::kIdentity);
   EXPECT_TRUE(close(mha.w_q->weight, tg::eye(8), 0, 0));
   EXPECT_FALSE(mha.w_v->bias.requires_grad());
   EXPECT_TRUE(mha.w_o->weight.requires_grad());
 
   // Grouped-query attention's W_K and W_V are not square: no identity.
   tg::MultiHeadAttention gqa(tg::AttentionConfig{.d_model = 8, .heads = 4, .kv_heads = 2});
-  EXPECT_TRUE(throws_with([&] { tg::fix_attention_projections(gqa, tg::Projections::Identity); },
+  EXPECT_TRUE(throws_with([&] { tg::fix_attention_projections(gqa, tg::Projections::kIdentity); },
                           {"fix_attention_projections", "w_k.weight", "[4, 8]", "grouped-query"}));
 }
 

@@ -1,5 +1,5 @@
 // Evaluating word vectors: reading analogy and word-pair files, analogy accuracy, Spearman.
-#include "text/word_eval.h"
+#include "pipelines/word_eval.h"
 
 #include <gtest/gtest.h>
 

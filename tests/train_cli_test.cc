@@ -1,6 +1,7 @@
 // tg::cli: every form of a flag, every error message, usage, and run_main's exception handling.
 #include "train/cli.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>

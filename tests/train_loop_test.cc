@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include <filesystem>
@@ -149,7 +150,7 @@ TEST(TrainLoop, NonFiniteLossStopsBeforeTheOptimizerStep) {
   trainer.callbacks.on_checkpoint = [&](const std::string& path) { saved_bytes[path] = slurp(path); };
   const int64_t bad_step = 7;  // the step whose loss is NaN
   auto step = [&](const std::vector<int64_t>& ids) {
-    Tensor loss = tg::cross_entropy(model.forward(data.features(ids)), data.labels(ids), {.reduction = tg::Reduction::Sum});
+    Tensor loss = tg::cross_entropy(model.forward(data.features(ids)), data.labels(ids), {.reduction = tg::Reduction::kSum});
     if (trainer.state().step + 1 == bad_step) loss = loss * std::nan("");
     return StepOutput{loss, static_cast<double>(ids.size())};
   };

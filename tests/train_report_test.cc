@@ -3,6 +3,7 @@
 // the PCA behind them.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <filesystem>
 #include <cctype>
 #include <set>

@@ -170,7 +170,7 @@ TEST(Train, AttentionProjectionsLearnLikeEveryOtherWeight) {
 TEST(Train, DecoderLMOverfitsAndSamples) {
   tg::manual_seed(11);
   tg::DecoderLM lm({.vocab = 8, .context = 16, .layer = {.d_model = 32, .heads = 2, .d_ff = 64, .dropout = 0.0,
-                                                          .activation = tg::Activation::Gelu, .norm_first = true},
+                                                          .activation = tg::Activation::kGelu, .norm_first = true},
                     .layers = 2});
   // Cyclic sequences 0 1 2 ... 7 0 1 ... starting at every phase (so position alone does not tell
   // the next token): after training, sampling continues the cycle from any prompt.

@@ -1,6 +1,7 @@
 // word2vec: the fused negative-sampling loss (gradient checked), sparse row updates, training on a
 // small built-in text (related words end up nearer than unrelated ones), and the original file
 // formats.
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,10 +10,9 @@
 
 #include <unistd.h>
 
-#include <xsimd/xsimd.hpp>
-
 #include "io/file.h"
 #include "ops/kernels/sgns.h"
+#include "ops/kernels/simd.h"
 #include "test_util.h"
 
 namespace tgt {
@@ -28,16 +28,16 @@ TEST(Word2VecOp, NegativeSamplingLossForward) {
       double x = c == 0 ? sv[b * 3 + c] : -sv[b * 3 + c];
       rows[b] += -std::log(1 / (1 + std::exp(-x)));
     }
-  EXPECT_TRUE(close(tg::negative_sampling_loss(u, v, tg::Reduction::None), rows, 1e-12));
+  EXPECT_TRUE(close(tg::negative_sampling_loss(u, v, tg::Reduction::kNone), rows, 1e-12));
   EXPECT_NEAR(tg::negative_sampling_loss(u, v).item(), rows[0] + rows[1] + rows[2], 1e-12);
-  EXPECT_NEAR(tg::negative_sampling_loss(u, v, tg::Reduction::Mean).item(), (rows[0] + rows[1] + rows[2]) / 3, 1e-12);
+  EXPECT_NEAR(tg::negative_sampling_loss(u, v, tg::Reduction::kMean).item(), (rows[0] + rows[1] + rows[2]) / 3, 1e-12);
   // Large scores stay finite (log-sigmoid computed stably).
   Tensor big = tg::full({1, 2, 1}, 1000.0, tg::kFloat64);
   EXPECT_NEAR(tg::negative_sampling_loss(tg::ones({1, 1}, tg::kFloat64), big).item(), 1000.0, 1e-9);
 }
 
 TEST(Word2VecOp, NegativeSamplingLossGradcheck) {
-  for (auto red : {tg::Reduction::Sum, tg::Reduction::Mean, tg::Reduction::None}) {
+  for (auto red : {tg::Reduction::kSum, tg::Reduction::kMean, tg::Reduction::kNone}) {
     Tensor u = leaf({4, 5}), v = leaf({4, 3, 5});
     auto fn = [red](const std::vector<Tensor>& in) { return tg::negative_sampling_loss(in[0], in[1], red); };
     EXPECT_TRUE(gradcheck_ok(fn, {u, v}));
@@ -91,7 +91,7 @@ std::string topic_text(uint64_t seed, int sentences) {
   return text;
 }
 
-std::vector<int64_t> corpus_with_sentences(const tg::Vocabulary& vocab, const std::string& text) {
+std::vector<int64_t> corpus_with_sentences(const tg::WordCounts& vocab, const std::string& text) {
   std::vector<int64_t> corpus;
   size_t start = 0;
   while (start < text.size()) {
@@ -122,7 +122,7 @@ void expect_topics_separate(const tg::Word2Vec& w2v) {
 
 TEST(Word2Vec, SkipGramPlacesRelatedWordsNearer) {
   std::string text = topic_text(1, 3000);
-  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 5);
+  tg::WordCounts vocab = tg::WordCounts::build(tg::whitespace_tokens(text), 5);
   EXPECT_EQ(vocab.size(), 32);
   tg::Word2Vec w2v(vocab, {.dim = 32, .window = 3, .negative = 5, .sample = 0, .epochs = 3, .batch = 256});
   std::vector<tg::Word2VecProgress> progress;
@@ -141,7 +141,7 @@ TEST(Word2Vec, SkipGramPlacesRelatedWordsNearer) {
 
 TEST(Word2Vec, OneLongLineTrainsToo) {  // no sentence breaks at all (as text8)
   std::string text = topic_text(5, 3000);
-  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 5);
+  tg::WordCounts vocab = tg::WordCounts::build(tg::whitespace_tokens(text), 5);
   tg::Word2Vec w2v(vocab, {.dim = 32, .window = 3, .negative = 5, .sample = 0, .epochs = 3, .batch = 256});
   std::vector<double> alphas;
   w2v.train(vocab.encode(tg::whitespace_tokens(text)), [&](const tg::Word2VecProgress& p) { alphas.push_back(p.alpha); });
@@ -154,7 +154,7 @@ TEST(Word2Vec, OneLongLineTrainsToo) {  // no sentence breaks at all (as text8)
 
 TEST(Word2Vec, CbowAndSubsamplingAlsoLearn) {
   std::string text = topic_text(2, 3000);
-  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  tg::WordCounts vocab = tg::WordCounts::build(tg::whitespace_tokens(text), 1);
   tg::Word2Vec w2v(vocab, {.cbow = true, .dim = 32, .window = 3, .negative = 5, .sample = 1e-2, .epochs = 5, .batch = 128});
   w2v.train(corpus_with_sentences(vocab, text));
   expect_topics_separate(w2v);
@@ -162,7 +162,7 @@ TEST(Word2Vec, CbowAndSubsamplingAlsoLearn) {
 
 TEST(Word2Vec, DeterministicForASeed) {
   std::string text = topic_text(3, 200);
-  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  tg::WordCounts vocab = tg::WordCounts::build(tg::whitespace_tokens(text), 1);
   auto corpus = corpus_with_sentences(vocab, text);
   tg::Word2Vec a(vocab, {.dim = 8, .epochs = 1}), b(vocab, {.dim = 8, .epochs = 1});
   a.train(corpus);
@@ -219,7 +219,7 @@ TEST(Word2VecParts, ShardSentencesGivesEverySentenceToOneProcess) {
 
 TEST(Word2VecParts, HotWordsAreThoseMetOnceAnInterval) {
   // 10,000 words. Without subsampling, word w is hot for interval S when count(w) x S >= 10,000.
-  const tg::Vocabulary vocab = tg::Vocabulary::from_words({"a", "b", "c", "d"}, {5000, 4000, 990, 10});
+  const tg::WordCounts vocab = tg::WordCounts::from_words({"a", "b", "c", "d"}, {5000, 4000, 990, 10});
   EXPECT_EQ(tg::dist::hot_words(vocab, 0, 2), (std::vector<int64_t>{0}));
   EXPECT_EQ(tg::dist::hot_words(vocab, 0, 3), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(tg::dist::hot_words(vocab, 0, 11), (std::vector<int64_t>{0, 1, 2}));
@@ -238,7 +238,7 @@ TEST(Word2VecKernel, SharedWindowMatchesReference) {
     for (int64_t n : {1, 6, 7}) {
       const int64_t D = 37, ld = (D + simd - 1) / simd * simd;
       tg::Generator g(static_cast<uint64_t>(m * 100 + n));
-      std::vector<float, xsimd::aligned_allocator<float>> x(static_cast<size_t>(m * ld), 0.0f), y(static_cast<size_t>(n * ld), 0.0f),
+      std::vector<float, tg::kernels::AlignedAllocator<float>> x(static_cast<size_t>(m * ld), 0.0f), y(static_cast<size_t>(n * ld), 0.0f),
           gx(static_cast<size_t>(m * ld)), gy(static_cast<size_t>(n * ld)), scores(static_cast<size_t>((m * n / simd + 2) * simd));
       for (int64_t i = 0; i < m; ++i)
         for (int64_t d = 0; d < D; ++d) x[i * ld + d] = static_cast<float>(g.normal());
@@ -279,7 +279,7 @@ TEST(Word2VecKernel, SharedWindowMatchesReference) {
 // skip-gram and CBOW, with subsampling and many small batches.
 TEST(Word2Vec, SameVectorsForAnyThreadCount) {
   std::string text = topic_text(7, 200);
-  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  tg::WordCounts vocab = tg::WordCounts::build(tg::whitespace_tokens(text), 1);
   auto corpus = corpus_with_sentences(vocab, text);
   const int before = tg::num_threads();
   for (bool cbow : {false, true}) {
@@ -306,7 +306,7 @@ TEST(Word2Vec, LearnsRelatedWordsFromTheKjv) {
   }
   std::string lower = *text;
   for (char& c : lower) c = std::isalpha(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : c == '\n' ? '\n' : ' ';
-  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(lower), 5);
+  tg::WordCounts vocab = tg::WordCounts::build(tg::whitespace_tokens(lower), 5);
   tg::Word2Vec w(vocab, {.dim = 64, .epochs = 2});
   w.train(corpus_with_sentences(vocab, lower));
   const std::vector<std::pair<std::string, std::string>> related = {
@@ -334,7 +334,7 @@ std::string temp_path(const std::string& name) {
 
 TEST(Word2Vec, TextAndBinaryFilesRoundTrip) {
   std::string text = topic_text(4, 100);
-  tg::Vocabulary vocab = tg::Vocabulary::build(tg::whitespace_tokens(text), 1);
+  tg::WordCounts vocab = tg::WordCounts::build(tg::whitespace_tokens(text), 1);
   tg::Word2Vec w2v(vocab, {.dim = 7, .epochs = 1});
   w2v.train(corpus_with_sentences(vocab, text));
   for (bool binary : {false, true}) {
@@ -381,7 +381,7 @@ TEST(Word2Vec, CorruptFilesAreRejected) {
   EXPECT_TRUE(rejects(write("h", bin), "entry 2 ('queen'): 9 bytes left, 16 needed"));
   EXPECT_FALSE(tg::load_word2vec("/nonexistent/vectors.bin").ok());
   EXPECT_TRUE(rejects(write("i", "100000000 100000\n"), "more than the 0 bytes that follow"));
-  tg::Word2Vec loaded(tg::Vocabulary::from_words({"a", "b"}, {1, 1}), tg::zeros({2, 3}));
+  tg::Word2Vec loaded(tg::WordCounts::from_words({"a", "b"}, {1, 1}), tg::zeros({2, 3}));
   EXPECT_TRUE(throws_with([&] { loaded.train({0, 1}); }, {"loaded vectors only"}));
 }
 

@@ -2,7 +2,7 @@
 // the ids of the Hugging Face `tokenizers` package:
 //   1. added tokens (<|endoftext|>, <|begin_of_text|>, ...) are cut out of the text first, leftmost
 //      and longest first, and become their own ids; the rest is NFC-normalized if the file says so
-//      (tables from nfc_tables.inc, bench/make_nfc_tables.py);
+//      (tables from nfc_tables.inc, tools/make_nfc_tables.py);
 //   2. each remaining segment is split by the pre-tokenizer: its regex (GPT-2's, Llama 3's or
 //      Qwen2's, matched by hand below: std::regex has no \p{L} and backtracks slowly) and/or
 //      single digits;
@@ -12,9 +12,10 @@
 // and Mistral (BPE with byte fallback) take the other path marked metaspace_: spaces become "▁",
 // one is put before the text, the text is not split, and characters outside the vocabulary become
 // their UTF-8 bytes' <0xXX> tokens. The Unicode classes come from byte_bpe_unicode.inc,
-// probed from `tokenizers` itself by bench/make_byte_bpe_unicode.py.
+// probed from `tokenizers` itself by tools/make_byte_bpe_unicode.py.
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>

@@ -1,6 +1,8 @@
 #include "text/split.h"
 
 #include <cctype>
+#include <cstdint>
+#include <utility>
 
 namespace tg::text {
 

@@ -3,6 +3,7 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 
 #include <fmt/format.h>

@@ -1,6 +1,7 @@
 #include "text/vocabulary.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include <absl/container/flat_hash_map.h>
 #include <fmt/format.h>

@@ -10,6 +10,7 @@
 // The file holds one token a line, in id order. A backslash, a line break and a carriage return
 // inside a token are written as \\, \n and \r; when reading, any other backslash is kept as it is
 // (so foreign vocab.txt files read unchanged).
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>

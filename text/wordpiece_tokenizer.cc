@@ -1,8 +1,9 @@
 // WordPiece (BERT) read from a Hugging Face tokenizer.json: the BertNormalizer, the
 // BertPreTokenizer, the WordPiece model and the [CLS] A [SEP] (B [SEP]) template, giving the ids
 // of the Hugging Face `tokenizers` package. The Unicode classes come from bert_unicode.inc, made
-// by bench/make_bert_unicode.py by probing that package's own normalizer and pre-tokenizer.
+// by tools/make_bert_unicode.py by probing that package's own normalizer and pre-tokenizer.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -111,7 +112,7 @@ bool decompose_hangul(char32_t c, std::u32string& out) {
 // The BertNormalizer, one code point at a time. Hugging Face's is too, except that its NFD also
 // reorders runs of combining marks by class: that differs only where two marks that survive
 // accent stripping (of 83 rare code points: spacing viramas, Hangul tone marks, musical flags)
-// stand out of order in one run (bench/make_bert_unicode.py lists them).
+// stand out of order in one run (tools/make_bert_unicode.py lists them).
 std::u32string normalize(std::u32string_view text, const NormalizerOptions& o) {
   std::u32string out, step;
   out.reserve(text.size() + 8);

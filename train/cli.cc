@@ -479,7 +479,7 @@ Flag& add_precision(Flags& f, std::string* value) {
 DType precision(const std::string& value) {
   TG_CHECK(value == "fp32" || value == "bf16", "--precision", "expected fp32 or bf16, got '{}'", value);
   if (value == "fp32") return kFloat32;
-  if (cpu_capability() == CpuCapability::Portable)
+  if (cpu_capability() == CpuCapability::kPortable)
     std::fprintf(stderr, "%s%swarning: --precision bf16 on a CPU without AVX512-BF16 or AMX (or with TG_CPU_CAPABILITY=portable): "
                  "the products are rounded to bfloat16 and computed by the float32 kernels, slower than fp32\n",
                  g_program.c_str(), g_program.empty() ? "" : ": ");

@@ -12,6 +12,7 @@
 //
 // Axes carry ticks at round numbers (1, 2, 5 x 10^k; decades on log axes) labelled compactly
 // (20k, 0.001, 1e-4), gridlines and titles; every series gets a colour and a legend entry.
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "train/sampler.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <numeric>
 
 #include "distributed/dist.h"

@@ -8,13 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <numeric>
 #include <set>
-
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -23,10 +18,10 @@
 #include "graph/random.h"
 #include "models/module_io.h"
 #include "ops/autocast.h"
-#include "ops/kernels/parallel.h"
 #include "ops/cpu_capability.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
+#include "ops/threads.h"
 #include "io/file.h"
 #include "train/interrupt.h"
 #include "train/metrics.h"
@@ -41,7 +36,7 @@ namespace fs = std::filesystem;
 StepOutput CrossEntropyStep::operator()(const std::vector<int64_t>& samples) const {
   Tensor y = targets(samples);
   Tensor loss = cross_entropy(logits(samples), y,
-                              {.ignore_index = ignore_index, .label_smoothing = label_smoothing, .reduction = Reduction::Sum});
+                              {.ignore_index = ignore_index, .label_smoothing = label_smoothing, .reduction = Reduction::kSum});
   const int64_t* t = y.data<int64_t>();
   double count = 0;
   for (int64_t i = 0, n = y.numel(); i < n; ++i) count += t[i] != ignore_index;
@@ -125,65 +120,6 @@ std::string Trainer::checkpoint_path(int64_t step) const { return opts_.run_dir 
 
 std::string Trainer::last_checkpoint() const { return impl_->last_good; }
 
-void remove_stale_temporaries(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const size_t at = name.rfind(".tmp-");
-    if (at != std::string::npos && name.size() - at == 11 && e.is_regular_file()) fs::remove(e.path(), ec);
-  }
-}
-
-namespace {
-bool is_checkpoint_name(const std::string& name) { return checkpoint_step(name) >= 0; }
-
-// The checkpoint files of a folder (regular files with the exact name pattern), oldest step first.
-std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const int64_t step = checkpoint_step(name);
-    std::error_code sec;
-    if (step >= 0 && e.symlink_status(sec).type() == fs::file_type::regular) out.emplace_back(step, name);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// A run writes only inside its folder: an entry that is a symbolic link resolving outside it would
-// let whoever prepared the folder make the run append to or replace a file elsewhere.
-Status check_no_link_out(const std::string& dir) {
-  std::error_code ec;
-  const fs::path root = fs::weakly_canonical(dir, ec);
-  if (ec) return io_error("{}: cannot resolve the run folder ({})", dir, ec.message());
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::error_code lec;
-    if (!e.is_symlink(lec)) continue;
-    const fs::path target = fs::weakly_canonical(e.path(), lec);
-    const auto mismatch = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
-    if (lec || mismatch.first != root.end())
-      return io_error("{}: a symbolic link to {}, outside the run folder; a run writes only inside its folder (remove the "
-                      "link or choose another folder)", e.path().string(), lec ? "an unresolvable place" : target.string());
-  }
-  if (ec) return io_error("{}: cannot list the run folder ({})", dir, ec.message());
-  return {};
-}
-}  // namespace
-
-namespace {
-// The files of an earlier run in dir: checkpoints, metrics.jsonl, best.safetensors.
-std::vector<fs::path> earlier_run(const std::string& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (is_checkpoint_name(name) || name == "metrics.jsonl" || name == "best.safetensors") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-}  // namespace
 
 namespace {
 // A checkpoint's position must agree with itself: the step in its file name (when it has the
@@ -240,56 +176,6 @@ Status check_metrics_cut(const std::string& metrics, const std::string& file, co
 }
 }  // namespace
 
-Status claim_run_dir(const std::string& dir) {
-  if (!dist::is_main()) return {};
-  std::error_code ec;
-  const std::string key = fs::weakly_canonical(dir, ec).string();
-  if (ec) return io_error("{}: cannot resolve the run folder ({})", dir, ec.message());
-  static std::mutex m;
-  static std::set<std::string> held;  // folders this process claimed; their lock files stay open until exit
-  std::lock_guard<std::mutex> lock(m);
-  if (held.count(key)) return {};
-  const std::string path = dir + "/.lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0)
-    return io_error("{}: cannot open the run folder's lock ({}{})", path, std::strerror(errno),
-                    errno == ELOOP ? ": it is a symbolic link" : "");
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    char buf[32] = {};
-    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    ::close(fd);
-    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-    if (err == EWOULDBLOCK)
-      return io_error("{}: in use by another run (process {} holds {}); wait for it to end, or choose another folder", dir,
-                      pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos ? "?" : pid, path);
-    return io_error("{}: cannot lock the run folder ({})", path, std::strerror(err));
-  }
-  const std::string me = std::to_string(::getpid()) + "\n";  // for the message of the next one only
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
-    // The lock holds without the pid; the message of a refused run then says "process ?".
-  }
-  held.insert(key);
-  return {};
-}
-
-Status check_run_dir(const std::string& dir, bool resume, bool overwrite, bool can_resume) {
-  if (resume && overwrite) return Status::error("--resume and --overwrite exclude each other");
-  TG_RETURN_IF_ERROR(check_no_link_out(dir));
-  TG_RETURN_IF_ERROR(claim_run_dir(dir));
-  const std::vector<fs::path> earlier = earlier_run(dir);
-  if (resume) {
-    for (const auto& p : earlier)
-      if (is_checkpoint_name(p.filename().string())) return {};
-    return io_error("{}: no checkpoint-*.safetensors to resume from", dir);
-  }
-  if (!earlier.empty() && !overwrite)
-    return io_error("{}: holds an earlier run ({}); {}", dir, earlier.front().filename().string(),
-                    can_resume ? "continue it (--resume) or replace it on purpose (--overwrite)"
-                               : "replace it on purpose (--overwrite) or choose another folder");
-  return {};
-}
 
 void Trainer::open_metrics(int64_t keep_bytes) {
   if (opts_.run_dir.empty()) return;

@@ -8,7 +8,7 @@
 //                                           .eval_every = 100, .clip_grad_norm = 1.0});
 //   auto step = [&](const std::vector<int64_t>& ids) {          // which samples this batch holds
 //     Batch b = make_batch(data, ids);
-//     return tg::train::StepOutput{tg::cross_entropy(model.forward(b.x), b.y, {.reduction = tg::Reduction::Sum}),
+//     return tg::train::StepOutput{tg::cross_entropy(model.forward(b.x), b.y, {.reduction = tg::Reduction::kSum}),
 //                                  static_cast<double>(b.y.numel())};
 //   };
 //   tg::train::FitResult r = trainer.fit(tg::train::ShuffledSampler(data.size(), 32), step);
@@ -34,6 +34,7 @@
 #include "../models/module.h"
 #include "../optim/optimizer.h"
 #include "checkpoint.h"
+#include "run_dir.h"  // check_run_dir, claim_run_dir: the run folder
 #include "sampler.h"
 
 namespace tg::train {
@@ -220,21 +221,5 @@ struct CrossEntropyStep {
   double label_smoothing = 0;
   StepOutput operator()(const std::vector<int64_t>& samples) const;
 };
-
-// What a program checks before it reads data or writes anything into a run folder: with resume,
-// that DIR holds a checkpoint; otherwise that it holds no earlier run, unless overwrite. The
-// refusal names --overwrite, and --resume too when the program can resume. It also claims the
-// folder (claim_run_dir) and refuses one holding a symbolic link that leads outside it.
-Status check_run_dir(const std::string& dir, bool resume, bool overwrite, bool can_resume = true);
-
-// Claims DIR for this process until it ends: a kernel lock (flock) on DIR/.lock, which the kernel
-// drops however the process ends (a SIGKILLed run never blocks the next). Another process that
-// holds it is refused with one line naming its pid; claims within one process share the lock.
-// With several processes (mpirun) only process 0, the one that writes, claims. check_run_dir and
-// Trainer::start / resume claim their folder.
-Status claim_run_dir(const std::string& dir);
-
-// Deletes the `*.tmp-XXXXXX` files that interrupted atomic writes left in a folder.
-void remove_stale_temporaries(const std::string& dir);
 
 }  // namespace tg::train

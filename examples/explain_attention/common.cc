@@ -158,7 +158,7 @@ tg::train::StepFn seq2seq_step(tg::Transformer& m, const std::vector<tg::text::E
   return [&m, &set](const std::vector<int64_t>& idx) {
     tg::text::Seq2SeqBatch b = tg::text::make_seq2seq_batch(set, idx);
     Tensor loss = tg::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out,
-                                    {.ignore_index = tg::text::kPad, .reduction = tg::Reduction::Sum});
+                                    {.ignore_index = tg::text::kPad, .reduction = tg::Reduction::kSum});
     return tg::train::StepOutput{loss, static_cast<double>(b.tokens)};
   };
 }

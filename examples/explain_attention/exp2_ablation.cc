@@ -12,6 +12,7 @@
 // effect only when the seeds do not overlap.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -25,7 +26,7 @@ using tg::Tensor;
 
 namespace {
 
-enum class Variant { Learned, Identity, Frozen };
+enum class Variant { kLearned, kIdentity, kFrozen };
 const char* const kVariantNames[] = {"learned", "identity", "frozen random"};
 const char* const kVariantKeys[] = {"learned", "identity", "frozen_random"};
 
@@ -36,7 +37,7 @@ constexpr int64_t kQuestion = kNumbers * kColours;  // + n: "which colour has ca
 const char* const kColourNames[kColours] = {"red",  "blue",  "green", "yellow", "black", "white", "pink", "grey",
                                             "gold", "brown", "navy",  "olive",  "teal",  "cyan",  "plum", "rust"};
 
-enum class Lookup { Same, Next };
+enum class Lookup { kSame, kNext };
 
 // A batch of lookups: ids [B, 9] (card token = number x 16 + colour), target [B, 9] (the answer's
 // colour at the question, -100 elsewhere) and, per row, the position of the card that answers.
@@ -59,11 +60,11 @@ Cards deal(tg::Generator& g, Lookup lookup, int64_t B) {
       std::vector<std::pair<int64_t, int64_t>> asked;  // (the card asked about, the card that answers)
       for (int64_t i = 0; i < kCards; ++i)
         for (int64_t j = 0; j < kCards; ++j)
-          if (lookup == Lookup::Same ? i == j : numbers[j] == (numbers[i] + 1) % kNumbers) asked.emplace_back(i, j);
+          if (lookup == Lookup::kSame ? i == j : numbers[j] == (numbers[i] + 1) % kNumbers) asked.emplace_back(i, j);
       if (asked.empty()) continue;
       const auto [q, a] = asked[pick(g, static_cast<int64_t>(asked.size()))];
       for (int64_t i = 0; i < kCards; ++i) ids.push_back(numbers[i] * kColours + colours[i]), target.push_back(-100);
-      ids.push_back(lookup == Lookup::Same ? kQuestion + numbers[q] : numbers[q] * kColours + colours[q]);
+      ids.push_back(lookup == Lookup::kSame ? kQuestion + numbers[q] : numbers[q] * kColours + colours[q]);
       target.push_back(colours[a]);
       c.answer_at.push_back(a);
       break;
@@ -91,7 +92,7 @@ LookupResult train_lookup(Lookup lookup, Variant variant, uint64_t seed, int64_t
   tg::manual_seed(seed);
   tg::DecoderLM lm({.vocab = kQuestion + kNumbers,
                     .context = kLen,
-                    .layer = {.d_model = 64, .heads = 1, .d_ff = 256, .dropout = 0.0, .activation = tg::Activation::Gelu,
+                    .layer = {.d_model = 64, .heads = 1, .d_ff = 256, .dropout = 0.0, .activation = tg::Activation::kGelu,
                               .norm_first = true},
                     .layers = 1,
                     .tie_weights = false});
@@ -102,10 +103,10 @@ LookupResult train_lookup(Lookup lookup, Variant variant, uint64_t seed, int64_t
     tg::normal_(lm.tok_embed->weight, 0.0, 1.0);
     tg::normal_(lm.pos_embed->weight, 0.0, 1.0);
   }
-  if (variant != Variant::Learned) tg::fix_attention_projections(lm, variant == Variant::Identity ? tg::Projections::Identity : tg::Projections::Frozen);
+  if (variant != Variant::kLearned) tg::fix_attention_projections(lm, variant == Variant::kIdentity ? tg::Projections::kIdentity : tg::Projections::kFrozen);
   const double lr = 3e-3;
   tg::AdamW opt(lm.named_parameters(), {.lr = lr, .weight_decay = 0.01});
-  tg::Generator g(seed * 7919 + (lookup == Lookup::Next ? 1 : 0));
+  tg::Generator g(seed * 7919 + (lookup == Lookup::kNext ? 1 : 0));
   for (int64_t s = 0; s < steps; ++s) {
     const Cards b = deal(g, lookup, 64);
     opt.set_lr(lr * std::min(1.0, static_cast<double>(s + 1) / 100.0));
@@ -157,7 +158,7 @@ struct LookupStats {
 void exp2_ablation(Context& ctx, tg::report::Html& html) {
   TG_CHECK(!ctx.learned_runs.empty(), "explain_attention", "experiment 2 compares with experiment 1's models: run experiment 1 first");
   const auto t0 = std::chrono::steady_clock::now();
-  const Lookup lookups[] = {Lookup::Same, Lookup::Next};
+  const Lookup lookups[] = {Lookup::kSame, Lookup::kNext};
   const char* const lookup_keys[] = {"same_card", "next_card"};
   LookupStats cards[2][3];
   for (int l = 0; l < 2; ++l)
@@ -177,9 +178,9 @@ void exp2_ablation(Context& ctx, tg::report::Html& html) {
 
   // The translator: identity and frozen random against experiment 1's learned models, seed by seed.
   const std::vector<Run> identity =
-      train_seeds(ctx, ctx.de_en, "identity", [](tg::Transformer& m) { tg::fix_attention_projections(m, tg::Projections::Identity); });
+      train_seeds(ctx, ctx.de_en, "identity", [](tg::Transformer& m) { tg::fix_attention_projections(m, tg::Projections::kIdentity); });
   const std::vector<Run> frozen =
-      train_seeds(ctx, ctx.de_en, "frozen_random", [](tg::Transformer& m) { tg::fix_attention_projections(m, tg::Projections::Frozen); });
+      train_seeds(ctx, ctx.de_en, "frozen_random", [](tg::Transformer& m) { tg::fix_attention_projections(m, tg::Projections::kFrozen); });
   const Stat tr[3] = {valid_losses(ctx.learned_runs), valid_losses(identity), valid_losses(frozen)};
 
   std::vector<std::vector<std::string>> rows;

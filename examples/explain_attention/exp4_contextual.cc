@@ -39,7 +39,7 @@ std::unique_ptr<tg::Word2Vec> train_word2vec(const Context& ctx) {
   for (const auto& line : ctx.w2v_lines) sentences.push_back(ctx.english->tokenize(line));
   std::vector<std::string> flat;
   for (const auto& s : sentences) flat.insert(flat.end(), s.begin(), s.end());
-  tg::Vocabulary vocab = tg::Vocabulary::build(flat, 2);
+  tg::WordCounts vocab = tg::WordCounts::build(flat, 2);
   std::vector<int64_t> corpus;
   for (const auto& s : sentences) {
     for (int64_t id : vocab.encode(s)) corpus.push_back(id);

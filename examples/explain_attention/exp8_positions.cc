@@ -91,7 +91,7 @@ Reading train_and_read(Context& ctx, const Variant& v, uint64_t seed, const std:
   tg::manual_seed(seed);
   tg::DecoderLM m({.vocab = kWords + 1, .context = kLong,
                    .layer = {.d_model = o.width, .heads = o.heads, .d_ff = 4 * o.width, .dropout = 0.0,
-                             .activation = tg::Activation::Gelu, .norm_first = true},
+                             .activation = tg::Activation::kGelu, .norm_first = true},
                    .layers = 2, .positions = v.positions});
   const std::vector<int64_t> train_starts = window_starts(train_ids, kTrain, kTrain),
                              valid_starts = window_starts(valid_ids, kTrain, kTrain);

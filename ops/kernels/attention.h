@@ -125,7 +125,7 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
     int64_t c = 0;
     for (; c + L <= dv; c += L) acc = xsimd::fma(B::load_unaligned(dout + t * dv + c), B::load_unaligned(o + t * dv + c), acc);
     for (; c < dv; ++c) s += dout[t * dv + c] * o[t * dv + c];
-    drow[t] = s + xsimd::hadd(acc);
+    drow[t] = s + hsum(acc);
   }
   std::fill(dq, dq + Tq * d, T(0));
   if (!accumulate) {

@@ -12,10 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+#include "ops/cpu_capability.h"
 #include "ops/kernels/gemm.h"
 #include "ops/kernels/parallel.h"
 
@@ -46,110 +43,6 @@ void bf16_to_float(const uint16_t* src, float* dst, int64_t n) {
   });
 }
 
-// ---- Which path ------------------------------------------------------------------------------
-
-namespace {
-
-struct CpuFeatures {
-  bool avx512 = false;       // F, BW, VL with the OS saving zmm state
-  bool avx512_bf16 = false;  // and AVX512_BF16
-  bool amx_cpu = false;      // AMX-TILE, AMX-BF16 (and AVX512-BF16) in CPUID, with the OS saving tile state
-  bool amx = false;          // and Linux granted this process the tile data
-};
-
-uint64_t xcr0() {
-  uint32_t lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (static_cast<uint64_t>(hi) << 32) | lo;
-}
-
-CpuFeatures detect() {
-  CpuFeatures f;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return f;  // OSXSAVE: XGETBV is there
-  const uint64_t xcr = xcr0();
-  const bool os_zmm = (xcr & 0xE6) == 0xE6;                          // SSE, AVX, opmask, ZMM state
-  const bool os_tiles = (xcr & (3ull << 17)) == (3ull << 17);        // XTILECFG, XTILEDATA
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-  const bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22);
-  f.avx512 = os_zmm && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31));  // F, BW, VL
-  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
-  const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
-  f.avx512_bf16 = f.avx512 && bf16;
-  f.amx_cpu = f.avx512_bf16 && amx_tile && amx_bf16 && os_tiles;  // C is rounded with vcvtne2ps2bf16
-  if (f.amx_cpu) {
-    // Linux (5.16+) hands out the 8 KB tile state only on request, once per process.
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    f.amx = ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }
-  return f;
-}
-
-const CpuFeatures& features() {
-  static const CpuFeatures f = detect();
-  return f;
-}
-
-std::atomic<int> g_path{-1};  // -1: not chosen yet
-
-CpuPath parse_env() {
-  const char* v = std::getenv("TG_CPU_CAPABILITY");
-  const CpuPath best = best_cpu_path();
-  if (v == nullptr || *v == '\0') return best;
-  for (CpuPath p : {CpuPath::kPortable, CpuPath::kAvx512Bf16, CpuPath::kAmx}) {
-    if (std::strcmp(v, cpu_path_name(p)) != 0) continue;
-    if (static_cast<int>(p) > static_cast<int>(best))
-      throw std::invalid_argument(std::string("TG_CPU_CAPABILITY=") + v + ": this CPU (or its OS) cannot run that path; the best here is " +
-                                  cpu_path_name(best) + " (a lower one may be forced, not a higher one)");
-    return p;
-  }
-  throw std::invalid_argument(std::string("TG_CPU_CAPABILITY=") + v + " is not a path (expected amx, avx512_bf16 or portable)");
-}
-
-}  // namespace
-
-const char* cpu_path_name(CpuPath p) {
-  switch (p) {
-    case CpuPath::kPortable: return "portable";
-    case CpuPath::kAvx512Bf16: return "avx512_bf16";
-    case CpuPath::kAmx: return "amx";
-  }
-  return "?";
-}
-
-CpuPath best_cpu_path() {
-  const CpuFeatures& f = features();
-  return f.amx ? CpuPath::kAmx : f.avx512_bf16 ? CpuPath::kAvx512Bf16 : CpuPath::kPortable;
-}
-
-CpuPath cpu_path() {
-  int p = g_path.load(std::memory_order_acquire);
-  if (p >= 0) return static_cast<CpuPath>(p);
-  static std::mutex m;
-  std::lock_guard<std::mutex> lock(m);
-  p = g_path.load(std::memory_order_relaxed);
-  if (p < 0) {
-    p = static_cast<int>(parse_env());
-    g_path.store(p, std::memory_order_release);
-  }
-  return static_cast<CpuPath>(p);
-}
-
-void set_cpu_path(CpuPath p) {
-  if (static_cast<int>(p) > static_cast<int>(best_cpu_path()))
-    throw std::invalid_argument(std::string("set_cpu_path: this CPU cannot run ") + cpu_path_name(p) + " (best: " +
-                                cpu_path_name(best_cpu_path()) + ")");
-  g_path.store(static_cast<int>(p), std::memory_order_release);
-}
-
-std::string cpu_path_description() {
-  const CpuFeatures& f = features();
-  std::string s = std::string("bf16 matmul: ") + cpu_path_name(cpu_path()) + " (CPU: avx512_bf16 " +
-                  (f.avx512_bf16 ? "yes" : "no") + ", amx " + (f.amx ? "yes" : f.amx_cpu ? "refused by the OS" : "no");
-  if (cpu_path() != best_cpu_path()) s += std::string("; TG_CPU_CAPABILITY lowered it from ") + cpu_path_name(best_cpu_path());
-  return s + ")";
-}
-
 // ---- Packing ---------------------------------------------------------------------------------
 
 namespace {
@@ -161,7 +54,7 @@ inline uint16_t operand_at(const Bf16Operand& x, int64_t r, int64_t c) {
 }  // namespace
 
 void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t K, uint16_t* dst, int64_t ldd, bool tiles) {
-  if (features().avx512) return pack_a_avx512bf16(a, i0, rows, K, dst, ldd, tiles);
+  if (cpu_features().avx512) return pack_a_avx512bf16(a, i0, rows, K, dst, ldd, tiles);
   pack_a_bf16_portable(a, i0, rows, K, dst, ldd, tiles);
 }
 
@@ -213,7 +106,7 @@ void pack_a_bf16_portable(const Bf16Operand& a, int64_t i0, int64_t rows, int64_
 }
 
 void pack_b_panel_bf16(const Bf16Operand& b, int64_t j0, int64_t cols, int64_t K, uint16_t* dst) {
-  if (b.trans && features().avx512) return pack_b_panel_avx512bf16(b, j0, cols, K, dst);
+  if (b.trans && cpu_features().avx512) return pack_b_panel_avx512bf16(b, j0, cols, K, dst);
   pack_b_panel_bf16_portable(b, j0, cols, K, dst);
 }
 
@@ -253,7 +146,7 @@ void pack_b_panel_bf16_portable(const Bf16Operand& b, int64_t j0, int64_t cols, 
 // Pair rows [p0, p1) of every panel of a non-transposed op(B) (B[k][j] at B + k * ld + j): row k
 // of B is read once, contiguously, and written into each panel's pair row.
 void pack_b_pair_rows_bf16(const Bf16Operand& b, int64_t N, int64_t K, int64_t p0, int64_t p1, uint16_t* dst) {
-  if (features().avx512) return pack_b_pair_rows_avx512bf16(b, N, K, p0, p1, dst);
+  if (cpu_features().avx512) return pack_b_pair_rows_avx512bf16(b, N, K, p0, p1, dst);
   pack_b_pair_rows_bf16_portable(b, N, K, p0, p1, dst);
 }
 
@@ -466,18 +359,18 @@ void round_block_bf16_portable(const float* src, int64_t lds, uint16_t* dst, int
     for (int64_t c = 0; c < cols; ++c) dst[r * ldd + c] = round_to_bf16(src[r * lds + c]);
 }
 
-PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path) {
+PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuCapability path) {
   PackedB p;
   pack_b_bf16(b, N, K, path, p);
   return p;
 }
 
-void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, PackedB& p) {
+void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuCapability path, PackedB& p) {
   p.path = path;
   p.N = N;
   p.K = K;
   p.trans = b.trans;
-  if (path == CpuPath::kPortable) {
+  if (path == CpuCapability::kPortable) {
     const int64_t sr = b.trans ? N : K, sc = b.trans ? K : N;
     p.rounded.resize(static_cast<size_t>(sr * sc));
     for (int64_t r = 0; r < sr; ++r)
@@ -495,19 +388,19 @@ void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, Packe
 }
 
 namespace {
-void require_path(CpuPath path) {
-  if (static_cast<int>(path) > static_cast<int>(best_cpu_path()))
-    throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_path_name(path) + " path");
+void require_path(CpuCapability path) {
+  if (static_cast<int>(path) > static_cast<int>(best_cpu_capability()))
+    throw std::invalid_argument(std::string("gemm_bf16: this CPU cannot run the ") + cpu_capability_name(path) + " path");
 }
 
-Bf16Kernel isa_kernel(CpuPath path) {
+Bf16Kernel isa_kernel(CpuCapability path) {
   // AMX (measured on the Intel Xeon VM, one core, alternating runs; bench/RESULTS.md): K in chunks of
   // 512 (a 32 KB chunk of the panel in L1: bf16 1024^3 +10-12% over whole K; 1024-deep chunks -20%,
   // 256 -5%); A packed in tiles (bench/amx_tile_loop's a_tiles case against rows 2 KB + 64 bytes
   // apart: +15-20%; bf16 1024^3 1,190 -> 1,320-1,420 GFLOP/s); row blocks of up to 1 MB of A (256
   // rows up to K = 2048: 2048^3 +8-10% over 544 KB; 512-row blocks -10% at 1024^3). AVX512-BF16:
   // whole K, 128-row blocks, A in rows (its Zen 4 and 5 tuning, unchanged).
-  return path == CpuPath::kAmx
+  return path == CpuCapability::kAmx
              ? Bf16Kernel{tile_amx, kAmxRows, amx_tiles_begin, amx_tiles_end, round_block_avx512bf16, 512, 1 << 20, true,
                           store_block_avx512bf16, epilogue_block_avx512bf16}
              : Bf16Kernel{tile_avx512bf16, kAvx512Bf16Rows, nullptr, nullptr, round_block_avx512bf16, 0, 0, false, nullptr,
@@ -516,10 +409,10 @@ Bf16Kernel isa_kernel(CpuPath path) {
 }  // namespace
 
 void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, uint16_t* C,
-                       int64_t ldc, CpuPath path) {
+                       int64_t ldc, CpuCapability path) {
   if (M == 0 || N == 0) return;
   require_path(path);
-  if (path == CpuPath::kPortable || K == 0) {  // float32 sums, then rounded
+  if (path == CpuCapability::kPortable || K == 0) {  // float32 sums, then rounded
     std::vector<float> c32(static_cast<size_t>(M * N));
     gemm_bf16(M, N, K, a, b, c32.data(), N, false, path);
     if (ldc == N) return float_to_bf16(c32.data(), C, M * N);
@@ -539,7 +432,7 @@ void epilogue_all(int64_t M, int64_t N, float* C, int64_t ldc, const Bf16Epilogu
 }  // namespace
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-               bool accumulate, CpuPath path, const PackedB* packed, const Bf16Epilogue* epilogue) {
+               bool accumulate, CpuCapability path, const PackedB* packed, const Bf16Epilogue* epilogue) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate)
@@ -551,7 +444,7 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16
   if (packed && (packed->path != path || packed->N != N || packed->K != K))
     throw std::invalid_argument("gemm_bf16: the packed B was made for another shape or path");
   const Bf16Kernel kernel = isa_kernel(path);
-  if (path == CpuPath::kPortable) {
+  if (path == CpuCapability::kPortable) {
     if (!packed) gemm_portable(M, N, K, a, b, C, ldc, accumulate);
     else gemm_portable(M, N, K, a, {packed->rounded.data(), false, packed->trans ? K : N, packed->trans}, C, ldc, accumulate,
                        /*b_rounded=*/true);

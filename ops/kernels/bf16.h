@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "../cpu_capability.h"
+
 namespace tg::kernels {
 
 // ---- Conversions (round to nearest even in software, the same bits on every path; NaN stays NaN)
@@ -33,19 +35,8 @@ namespace tg::kernels {
 void float_to_bf16(const float* src, uint16_t* dst, int64_t n);
 void bf16_to_float(const uint16_t* src, float* dst, int64_t n);
 
-// ---- Which path runs the products
-
-enum class CpuPath : int { kPortable = 0, kAvx512Bf16 = 1, kAmx = 2 };
-const char* cpu_path_name(CpuPath p);  // "portable", "avx512_bf16", "amx"
-// The best path this CPU and OS allow (asks Linux for the AMX tile state once).
-CpuPath best_cpu_path();
-// The path in use: the best one, or TG_CPU_CAPABILITY's lower one. An unknown value, or one this
-// CPU cannot run, throws std::invalid_argument with one line naming the variable and the value.
-CpuPath cpu_path();
-// Tests and benchmarks: run on p (no higher than best_cpu_path(), else std::invalid_argument).
-void set_cpu_path(CpuPath p);
-// One line for --version and programs' first lines: "bf16 matmul: avx512_bf16 (CPU has avx512_bf16; amx: no)".
-std::string cpu_path_description();
+// ---- Which path runs the products: tg::CpuCapability (ops/cpu_capability.h, graph-free), chosen
+// where the CPU's features are read.
 
 // ---- Products
 
@@ -75,15 +66,15 @@ struct CacheLineAllocator {
 // on the ISA paths its VNNI-2 panels, on the portable path its bfloat16-rounded values as float32
 // in B's own layout (ld = trans ? K : N).
 struct PackedB {
-  CpuPath path = CpuPath::kPortable;
+  CpuCapability path = CpuCapability::kPortable;
   int64_t N = 0, K = 0;
   bool trans = false;
   std::vector<uint16_t, CacheLineAllocator<uint16_t>> panels;
   std::vector<float> rounded;
 };
-PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path);
+PackedB pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuCapability path);
 // The same into an existing pack, reusing its memory (autocast repacks a weight after each step).
-void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuPath path, PackedB& out);
+void pack_b_bf16(const Bf16Operand& b, int64_t N, int64_t K, CpuCapability path, PackedB& out);
 
 // What a product does to each complete float32 sum before C holds it (a linear layer's bias and
 // activation, so that its output is written once): + bias[j] (column j; none when null), then
@@ -98,16 +89,16 @@ struct Bf16Epilogue {
 // given (with accumulate: C = epilogue(C + op(A) op(B))). With `packed` (made by pack_b_bf16 for
 // this N, K and path), b is not read.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
-               bool accumulate, CpuPath path, const PackedB* packed = nullptr, const Bf16Epilogue* epilogue = nullptr);
+               bool accumulate, CpuCapability path, const PackedB* packed = nullptr, const Bf16Epilogue* epilogue = nullptr);
 inline void gemm_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, float* C, int64_t ldc,
                       bool accumulate = false) {
-  gemm_bf16(M, N, K, a, b, C, ldc, accumulate, cpu_path());
+  gemm_bf16(M, N, K, a, b, C, ldc, accumulate, cpu_capability());
 }
 // The same product with a bfloat16 C (a @ b of bfloat16 tensors): each float32 sum rounded once to
 // nearest even, the bits float_to_bf16 gives the float32 result. On the ISA paths each block of C
 // is rounded as the micro-kernel finishes it, from L1 (no float32 copy of C in memory).
 void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const Bf16Operand& a, const Bf16Operand& b, uint16_t* C,
-                       int64_t ldc, CpuPath path);
+                       int64_t ldc, CpuCapability path);
 
 // ---- The packed layouts the AVX512-BF16 and AMX paths share (exposed for the tests)
 //

@@ -5,12 +5,12 @@
 // result never depends on the thread count. The hash is two rounds of MurmurHash3's 32-bit
 // finaliser keyed by the two halves of k (one 64-bit draw from the global generator per call).
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
-
 #include "parallel.h"
+#include "simd.h"
 
 namespace tg::kernels {
 
@@ -63,10 +63,10 @@ void dropout_run(const T* x, T* y, int64_t n, uint64_t key, int64_t first, int32
     constexpr int64_t W = static_cast<int64_t>(F::size);
     const uint32_t k1 = static_cast<uint32_t>(key), k2 = static_cast<uint32_t>(key >> 32);
     const U offs = lane_counters();
-    const I vscale = xsimd::bitwise_cast<I>(F(scale)), vthr(thr31), zero(0);
+    const I vscale = bitcast<I>(F(scale)), vthr(thr31), zero(0);
     for (; j + W <= n; j += W) {
-      const I b = xsimd::bitwise_cast<I>(dropout_hash(offs + U(static_cast<uint32_t>(first + j)), k1, k2) >> 1);
-      const F m = xsimd::bitwise_cast<F>(xsimd::select(b >= vthr, vscale, zero));
+      const I b = bitcast<I>(dropout_hash(offs + U(static_cast<uint32_t>(first + j)), k1, k2) >> 1);
+      const F m = bitcast<F>(xsimd::select(b >= vthr, vscale, zero));
       (F::load_unaligned(x + j) * m).store_unaligned(y + j);
     }
     for (; j < n; ++j) {

@@ -2,15 +2,16 @@
 // Elementwise kernels: plain functions over raw pointers, vectorized with xsimd::batch<T> and a
 // scalar tail. They know nothing of tensors or the graph. A functor is called with either a
 // batch or a scalar, so one definition serves both paths.
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include <immintrin.h>
 
-#include <xsimd/xsimd.hpp>
-
 #include "parallel.h"
+#include "simd.h"
 
 namespace tg::kernels {
 

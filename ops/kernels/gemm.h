@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "elementwise.h"
 
@@ -206,7 +207,7 @@ void gemv_rows(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_
             s3 = xsimd::fma(V::load_unaligned(A + k + 3 * L), V::load_unaligned(b + k + 3 * L), s3);
           }
           for (; k + L <= K; k += L) s0 = xsimd::fma(V::load_unaligned(A + k), V::load_unaligned(b + k), s0);
-          T r = xsimd::hadd((s0 + s1) + (s2 + s3));
+          T r = hsum((s0 + s1) + (s2 + s3));
           for (; k < K; ++k) r += A[k] * b[k];
           store(0, j, r);
         }
@@ -225,7 +226,7 @@ void gemv_rows(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_
             s2 = xsimd::fma(x, V::load_unaligned(b2 + k), s2);
             s3 = xsimd::fma(x, V::load_unaligned(b3 + k), s3);
           }
-          T r[4] = {xsimd::hadd(s0), xsimd::hadd(s1), xsimd::hadd(s2), xsimd::hadd(s3)};
+          T r[4] = {hsum(s0), hsum(s1), hsum(s2), hsum(s3)};
           for (; k < K; ++k) {
             r[0] += a[k] * b0[k];
             r[1] += a[k] * b1[k];
@@ -242,7 +243,7 @@ void gemv_rows(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_
           V s(T(0));
           int64_t k = 0;
           for (; k + L <= K; k += L) s = xsimd::fma(V::load_unaligned(a + k), V::load_unaligned(b + k), s);
-          T r = xsimd::hadd(s);
+          T r = hsum(s);
           for (; k < K; ++k) r += a[k] * b[k];
           store(i, j, r);
         }

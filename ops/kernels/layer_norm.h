@@ -3,6 +3,7 @@
 // (1/sqrt(var + eps)) per row; the backward reads them back.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "reduce.h"
@@ -28,7 +29,7 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
         vs = xsimd::fma(d, d, vs);
       }
       for (; i < D; ++i) s += (xr[i] - m) * (xr[i] - m);
-      s += xsimd::hadd(vs);
+      s += hsum(vs);
       const T rs = T(1) / std::sqrt(s / static_cast<T>(D) + eps);
       mean[r] = m;
       rstd[r] = rs;
@@ -101,8 +102,8 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
           }
         }
         if (!dx) continue;
-        s1 = (s1 + xsimd::hadd(s1v)) / static_cast<T>(D);
-        s2 = (s2 + xsimd::hadd(s2v)) / static_cast<T>(D);
+        s1 = (s1 + hsum(s1v)) / static_cast<T>(D);
+        s2 = (s2 + hsum(s2v)) / static_cast<T>(D);
         T* dr = dx + r * D;
         const V vs1(s1), vs2(s2);
         i = 0;
@@ -151,7 +152,7 @@ void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64
         vs = xsimd::fma(v, v, vs);
       }
       for (; i < D; ++i) s += xr[i] * xr[i];
-      s += xsimd::hadd(vs);
+      s += hsum(vs);
       const T rs = T(1) / std::sqrt(s / static_cast<T>(D) + eps);
       rstd[r] = rs;
       i = 0;
@@ -199,7 +200,7 @@ void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const 
           if (bw) bw[i] += gr[i] * xh;
         }
         if (!dx) continue;
-        s2 = (s2 + xsimd::hadd(s2v)) / static_cast<T>(D);
+        s2 = (s2 + hsum(s2v)) / static_cast<T>(D);
         T* dr = dx + r * D;
         const V vs2(s2);
         i = 0;

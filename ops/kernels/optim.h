@@ -4,12 +4,12 @@
 // trajectories match it to rounding.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include "parallel.h"
+#include "simd.h"
 
 namespace tg::kernels {
 
@@ -99,7 +99,7 @@ double sum_squares(const T* x, int64_t n) {
       B v = B::load_unaligned(x + i);
       acc = xsimd::fma(v, v, acc);
     }
-    double p = static_cast<double>(xsimd::hadd(acc));
+    double p = static_cast<double>(hsum(acc));
     for (; i < end; ++i) p += static_cast<double>(x[i]) * static_cast<double>(x[i]);
     return p;
   };

@@ -9,14 +9,9 @@
 #include <cstdint>
 #include <functional>
 
+#include "../threads.h"  // num_threads, set_num_threads: declared there (no graph in it)
+
 namespace tg {
-
-int num_threads();
-// Sets the pool size (1 = everything on the calling thread). The environment variable
-// TG_NUM_THREADS sets the initial value; the default is the cores this process may run on (its
-// affinity), divided among the processes of an mpirun launch on this machine when they are unbound.
-void set_num_threads(int n);
-
 namespace kernels {
 
 void parallel_run(int chunks, const std::function<void(int)>& fn);

@@ -3,6 +3,7 @@
 // is summed by one thread in a fixed order, and full reductions use fixed-size blocks combined in
 // order, so results never depend on the thread count.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -7,9 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include <xsimd/xsimd.hpp>
-
 #include "parallel.h"
+#include "simd.h"
 
 namespace tg::kernels {
 
@@ -20,7 +19,7 @@ inline T dot(const T* a, const T* b, int64_t n) {
   B acc(T(0));
   int64_t i = 0;
   for (; i + W <= n; i += W) acc = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), acc);
-  T s = xsimd::hadd(acc);
+  T s = hsum(acc);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -106,16 +105,16 @@ inline float sgns_shared_window(const float* x, int64_t m, const float* y, int64
         a2 = xsimd::fma(xv, B::load_aligned(y2 + d), a2);
         a3 = xsimd::fma(xv, B::load_aligned(y3 + d), a3);
       }
-      scores[i * n + j] = xsimd::hadd(a0);
-      scores[i * n + j + 1] = xsimd::hadd(a1);
-      scores[i * n + j + 2] = xsimd::hadd(a2);
-      scores[i * n + j + 3] = xsimd::hadd(a3);
+      scores[i * n + j] = hsum(a0);
+      scores[i * n + j + 1] = hsum(a1);
+      scores[i * n + j + 2] = hsum(a2);
+      scores[i * n + j + 3] = hsum(a3);
     }
     for (; j < n; ++j) {
       const float* yj = y + j * ld;
       B a(0.0f);
       for (int64_t d = 0; d < ld; d += W) a = xsimd::fma(B::load_aligned(xi + d), B::load_aligned(yj + d), a);
-      scores[i * n + j] = xsimd::hadd(a);
+      scores[i * n + j] = hsum(a);
     }
   }
   // g and the loss, vectorised over all m * n scores: label 1 in column 0, 0 elsewhere.
@@ -155,7 +154,7 @@ inline float sgns_shared_window(const float* x, int64_t m, const float* y, int64
       a.store_aligned(gy + j * ld + d);
     }
   }
-  return xsimd::hadd(loss_acc);
+  return hsum(loss_acc);
 }
 
 }  // namespace tg::kernels

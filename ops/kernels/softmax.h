@@ -28,7 +28,7 @@ T exp_shift_sum(const T* x, T m, T* y, int64_t n) {
     if (y) y[i] = e;
     s += e;
   }
-  return s + xsimd::hadd(acc);
+  return s + hsum(acc);
 }
 
 template <class T, bool kLog>
@@ -89,7 +89,7 @@ void softmax_backward_rows(const T* y, const T* g, T* dx, int64_t outer, int64_t
           acc = kLog ? acc + gv : xsimd::fma(gv, B::load_unaligned(yr + i), acc);
         }
         for (; i < D; ++i) s += kLog ? gr[i] : gr[i] * yr[i];
-        s += xsimd::hadd(acc);
+        s += hsum(acc);
         const B vs(s);
         i = 0;
         for (; i + L <= D; i += L) {

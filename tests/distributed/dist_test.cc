@@ -9,6 +9,7 @@
 // token count) or an unsynchronised dropout mask all exceed by orders of magnitude.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -97,7 +98,7 @@ struct Training {
     auto step = [&](const std::vector<int64_t>& ids) {
       Tensor src, tin, tout;
       d.batch(ids, src, tin, tout);
-      Tensor loss = tg::cross_entropy(model->forward(src, tin), tout, {.ignore_index = 0, .reduction = tg::Reduction::Sum});
+      Tensor loss = tg::cross_entropy(model->forward(src, tin), tout, {.ignore_index = 0, .reduction = tg::Reduction::kSum});
       double count = 0;
       for (int64_t v : tout.to_vector<int64_t>()) count += v != 0;
       return tg::train::StepOutput{loss, count};
@@ -303,7 +304,7 @@ TEST(Dist, GradientSyncSumsEveryGradientOnce) {
 TEST(Dist, Word2VecSumsHotRowsOftenAndEveryRowAtFullSums) {
   // Counts 600, 300, 2, 2 of 904 words, no subsampling: with hot_sync_words 10 the first two words
   // are met at least once in 10 words (600 x 10 / 904 >= 1), the last two are not.
-  const tg::Vocabulary vocab = tg::Vocabulary::from_words({"a", "b", "c", "d"}, {600, 300, 2, 2});
+  const tg::WordCounts vocab = tg::WordCounts::from_words({"a", "b", "c", "d"}, {600, 300, 2, 2});
   tg::Word2Vec model(vocab, {.dim = 3, .sample = 0, .epochs = 1});
   tg::dist::Word2VecChangeSum sum(world(), model, 1000, {.sync_words = 100, .hot_sync_words = 10});
   ASSERT_EQ(sum.hot_word_count(), 2);
@@ -347,7 +348,7 @@ TEST(Dist, Word2VecTrainedInPartsEndsTheSameOnEveryProcess) {
   std::vector<std::string> text;
   for (const auto& t : tokens)
     if (t != "\n") text.push_back(t);
-  const tg::Vocabulary vocab = tg::Vocabulary::build(text, 1);
+  const tg::WordCounts vocab = tg::WordCounts::build(text, 1);
   int64_t corpus_words = 0;
   for (const auto& t : tokens) {
     corpus.push_back(t == "\n" ? -1 : vocab.id(t));

@@ -4,7 +4,7 @@ patterns use (\\p{L}, \\p{N} and \\s), probed from Hugging Face `tokenizers` its
 engine carries its own Unicode data, newer than Python's: 0.23.3 has ~9,000 more letters than
 Python 3.11's unicodedata), so that our splits are that package's.
 
-    /path/to/python bench/make_byte_bpe_unicode.py [--out text/byte_bpe_unicode.inc]
+    /path/to/python tools/make_byte_bpe_unicode.py [--out text/byte_bpe_unicode.inc]
 
 Every code point but the surrogates is run through Split(Regex(CLASS), "removed"); the ones
 removed are in the class. The result is written as sorted, merged [first, last] ranges.
@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text",
                                                   "byte_bpe_unicode.inc"))
     args = ap.parse_args()
-    lines = [f"// Made by bench/make_byte_bpe_unicode.py from tokenizers {tokenizers.__version__}: do not edit.",
+    lines = [f"// Made by tools/make_byte_bpe_unicode.py from tokenizers {tokenizers.__version__}: do not edit.",
              "// Code point ranges [first, last] of the split patterns' classes, sorted."]
     for name, pattern in CLASSES.items():
         rs = ranges(members(pattern))

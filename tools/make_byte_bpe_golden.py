@@ -4,7 +4,7 @@ on a public-domain text (Shakespeare, ../shared/data/tinyshakespeare.txt; only t
 are written), and the ids `tokenizers` gives on generated strings of many scripts, emoji and
 whitespace runs, which tapegrad's byte_bpe tokenizer must reproduce.
 
-    /path/to/python bench/make_byte_bpe_golden.py [--text ../shared/data/tinyshakespeare.txt]
+    /path/to/python tools/make_byte_bpe_golden.py [--text ../shared/data/tinyshakespeare.txt]
 
 Tokenizers (each a folder with tokenizer.json):
     gpt2    GPT-2's form: ByteLevel pre-tokenizer with its regex, <|endoftext|>, ByteLevel post-processor;

@@ -14,7 +14,7 @@ cached and uncached, the same token ids). The training seed is the first whose g
 have a top-2 logit margin >= 1e-3 (no near-ties).
 
     cmake --build build --target train_lm
-    /path/to/python bench/make_train_lm_golden.py [--text ../shared/data/tinyshakespeare.txt]
+    /path/to/python tools/make_train_lm_golden.py [--text ../shared/data/tinyshakespeare.txt]
 """
 import argparse
 import json

@@ -1,4 +1,4 @@
-#include "text/translator.h"
+#include "pipelines/translator.h"
 
 #include <algorithm>
 #include <tuple>

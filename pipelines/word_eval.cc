@@ -1,4 +1,4 @@
-#include "text/word_eval.h"
+#include "pipelines/word_eval.h"
 
 #include <algorithm>
 #include <cctype>

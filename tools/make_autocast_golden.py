@@ -5,7 +5,7 @@ sum as loss) forward and backward in PyTorch under tapegrad's autocast policy: e
 every tensor between ops stay float32. tests/autocast_test.cc runs the same under
 tg::AutocastGuard and compares to 1e-5 relative. (torch.autocast itself also returns bfloat16
 activations from linear, which tapegrad does not: its products output float32.)
-Run from the repository root with PyTorch 2.x: python3 bench/make_autocast_golden.py"""
+Run from the repository root with PyTorch 2.x: python3 tools/make_autocast_golden.py"""
 import torch
 from safetensors.torch import save_file
 

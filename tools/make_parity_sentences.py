@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Writes the input of the BERT parity check (bench/minilm_parity.py), one sentence a line:
 
-    python3 bench/make_parity_sentences.py --out /tmp/parity.txt
+    python3 tools/make_parity_sentences.py --out /tmp/parity.txt
 
   - --sample (250) lines sampled with a fixed seed from three corpora, about a third each:
     data/kjv.txt (KJV verses), data/wordnet.txt (WordNet glosses) and
     /work/shared/data/multi30k/train.en.gz (English captions);
-  - the tricky texts of bench/minilm_golden.py's tokenizer cases and sentences (accents, CJK, emoji,
+  - the tricky texts of tools/minilm_golden.py's tokenizer cases and sentences (accents, CJK, emoji,
     numbers, punctuation, control and zero-width characters, Unicode spaces, words of 100+ letters,
     literal [MASK]/[CLS]), with their newlines made spaces; among them one empty line and one line of
     spaces and a tab (--no-empty leaves those two out);
@@ -25,7 +25,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from minilm_golden import SENTENCES, TOKENIZER_CASES  # noqa: E402  (bench/, beside this script)
+from minilm_golden import SENTENCES, TOKENIZER_CASES  # noqa: E402  (tools/, beside this script)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

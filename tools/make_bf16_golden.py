@@ -4,7 +4,7 @@
 zeros, infinities, NaNs, and random patterns over the whole range). tests/bf16_test.cc checks that
 every conversion path of tapegrad gives the same bits (NaNs: a NaN; PyTorch writes 0xFFFF on its
 vectorized path and 0x7FC0 on its scalar one, tapegrad keeps the sign and quiets the payload).
-Run from the repository root with PyTorch 2.x: python3 bench/make_bf16_golden.py"""
+Run from the repository root with PyTorch 2.x: python3 tools/make_bf16_golden.py"""
 import random
 import struct
 
@@ -25,6 +25,6 @@ patterns += [(rng.getrandbits(16) << 16) | 0x8000 for _ in range(500)]  # exact 
 x = torch.tensor(struct.unpack(f"<{len(patterns)}f", struct.pack(f"<{len(patterns)}I", *patterns)), dtype=torch.float32)
 y = x.to(torch.bfloat16).view(torch.int16).tolist()
 with open("tests/golden/bf16_rounding.txt", "w") as f:
-    f.write(f"# float32 bits -> bfloat16 bits from torch {torch.__version__} .to(torch.bfloat16) (bench/make_bf16_golden.py)\n")
+    f.write(f"# float32 bits -> bfloat16 bits from torch {torch.__version__} .to(torch.bfloat16) (tools/make_bf16_golden.py)\n")
     for p, b in zip(patterns, y):
         f.write(f"{p:08x} {b & 0xFFFF:04x}\n")

@@ -1,4 +1,4 @@
-#include "text/sentence_encoder.h"
+#include "pipelines/sentence_encoder.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -62,7 +62,7 @@ Result<SentenceSettings> read_sentence_settings(const std::string& dir, const Be
       }
     }
     if (cls == mean) return io_error("{}: expected exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token true", pool_path);
-    out.pooling = cls ? Pooling::Cls : Pooling::Mean;
+    out.pooling = cls ? Pooling::kCls : Pooling::kMean;
   }
   // The modules: sentence-transformers' Transformer, then Pooling (its settings in 1_Pooling),
   // then optionally Normalize; anything else (Dense, another order, none) is refused.

@@ -4,7 +4,7 @@ combining classes, primary composites) as Hugging Face `tokenizers` applies them
 normalizers.NFC / NFD; its Unicode data differs from Python's in places), for byte-level BPE
 tokenizer.json files that name an NFC normalizer (Qwen2).
 
-    /path/to/python bench/make_nfc_tables.py [--out text/nfc_tables.inc]
+    /path/to/python tools/make_nfc_tables.py [--out text/nfc_tables.inc]
 
 Decompositions: every code point's full canonical decomposition as tokenizers' NFD gives it
 (Hangul syllables are left to the formula). Combining classes: Python's unicodedata (tokenizers
@@ -51,7 +51,7 @@ def main():
     for c in sorted(decomp):
         rows.append(f"{{0x{c:X}, {len(pool)}, {len(decomp[c])}}},")
         pool.extend(decomp[c])
-    out = [f"// Made by bench/make_nfc_tables.py from tokenizers {tokenizers.__version__}: do not edit.",
+    out = [f"// Made by tools/make_nfc_tables.py from tokenizers {tokenizers.__version__}: do not edit.",
            f"constexpr char32_t kNfcStable = 0x{stable:X};",
            f"// {len(pool)} code points of the decompositions below",
            "constexpr char32_t kDecompPool[] = {"]

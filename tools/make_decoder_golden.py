@@ -3,11 +3,11 @@
 transformers, with the logits and greedy continuations tapegrad must reproduce.
 
 Run from the repository root with transformers 5 and PyTorch 2 (PyPI):
-    python3 bench/make_decoder_golden.py
+    python3 tools/make_decoder_golden.py
 
 For each model, a folder with config.json, model.safetensors (float32, as save_pretrained writes
 them), tokenizer.json (a byte-level BPE of 320 tokens, the model's vocabulary, trained by
-`tokenizers` on Shakespeare in the family's form: bench/make_byte_bpe_golden.py) and
+`tokenizers` on Shakespeare in the family's form: tools/make_byte_bpe_golden.py) and
 golden.safetensors:
     prompt  int64 [1, P]      the prompt's ids (PROMPT through the tokenizer, specials included)
     logits  float32 [1, P, V] the model's logits on the prompt

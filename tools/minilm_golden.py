@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden files for tapegrad's BERT-family support (all-MiniLM-L6-v2), from Hugging Face's own code:
 
-    /tmp/torch2/bin/python bench/minilm_golden.py --model data/models/all-MiniLM-L6-v2 \\
+    /tmp/torch2/bin/python tools/minilm_golden.py --model data/models/all-MiniLM-L6-v2 \\
         --out tests/golden/minilm
 
 writes, under --out:

@@ -3,7 +3,7 @@
 cases the hardening issue found by hand (non-numeric and out-of-range checkpoint metadata, huge
 dimensions, header lengths and offsets that lie, deep JSON) plus classic truncations. The replay
 test (tests/fuzz_test.cc) runs every file through its loader in every build: each must be refused
-or loaded, never crash. Run from the repository root: python3 bench/make_fuzz_regressions.py"""
+or loaded, never crash. Run from the repository root: python3 tools/make_fuzz_regressions.py"""
 import json
 import os
 import struct

@@ -1,7 +1,7 @@
 """Writes a bfloat16 Hugging Face BERT folder (config.json + model.safetensors) for bench/load_rss.cc.
 
-  python bench/make_bf16_checkpoint.py --from data/models/all-MiniLM-L6-v2 --out /tmp/minilm-bf16
-  python bench/make_bf16_checkpoint.py --large --out /tmp/bert-large-bf16   # BERT-large shapes, random
+  python tools/make_bf16_checkpoint.py --from data/models/all-MiniLM-L6-v2 --out /tmp/minilm-bf16
+  python tools/make_bf16_checkpoint.py --large --out /tmp/bert-large-bf16   # BERT-large shapes, random
 
 --from converts a float32 folder's every float tensor to bfloat16 (as `model.to(torch.bfloat16)`
 then `save_pretrained` would); --large builds transformers' BertModel with BERT-large's config
