@@ -118,7 +118,7 @@ PY
 # The loaders' fuzzers (tests/fuzz), two at a time, each for $2 seconds from the committed seeds
 # plus what earlier runs found (build-asan/fuzz-work); a crash, leak or timeout fails the run and
 # leaves the input in build-asan/fuzz-crashes (add it to tests/fuzz/regressions/TARGET).
-FUZZ_TARGETS=(safetensors train_state word2vec vocabulary tokenizer readers gzip bert_config sentence_settings)
+FUZZ_TARGETS=(safetensors train_state word2vec vocabulary tokenizer readers gzip bert_config sentence_settings hf_folder)
 run_fuzzers() {
   local dir=$1 seconds=$2
   mkdir -p "$dir/fuzz-crashes"

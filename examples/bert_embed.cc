@@ -47,6 +47,7 @@ int run(int argc, char** argv) {
 
   tg::AutocastGuard autocast(tg::cli::precision(o.precision));
   auto enc = tg::text::SentenceEncoder::load(o.model).value();
+  if (tg::autocast_enabled()) tg::check_representable(enc->model(), tg::kBFloat16, o.model).or_throw();
   const tg::BertConfig& cfg = enc->model().cfg;
   if (o.layer > cfg.layers) tg::cli::fail(fmt::format("--layer {}: the model has {} layers (0..{})", o.layer, cfg.layers, cfg.layers));
   if (o.max_length > cfg.max_positions)

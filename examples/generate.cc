@@ -97,6 +97,8 @@ int run(int argc, char** argv) {
 
   tg::AutocastGuard autocast(tg::cli::precision(o.precision));
   if (o.precision == "bf16") {
+    // A weight finite in float32 but not in bfloat16 is refused by name, before any token.
+    if (tg::Status s = tg::check_representable(lm->module(), tg::kBFloat16, o.model); !s.ok()) tg::cli::fail(s.message());
     // Round and pack every weight matrix to bfloat16 now (autocast keeps them), as a bfloat16
     // model is converted when it loads: one token through the model, its result dropped.
     const auto t0 = std::chrono::steady_clock::now();
@@ -107,7 +109,6 @@ int run(int argc, char** argv) {
   }
   tg::Generator gen(o.seed);
   std::vector<int64_t> generated;
-  std::string printed;  // the decoded text written so far
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   Clock::time_point first;
@@ -116,6 +117,15 @@ int run(int argc, char** argv) {
     for (int64_t id : prompt) std::printf("%lld ", static_cast<long long>(id));
     std::fflush(stdout);
   }
+  constexpr size_t kContext = 8, kMaxPending = 16;
+  std::vector<int64_t> context, pending;  // the last tokens printed; those whose text is held back
+  std::string tail;                       // the last bytes printed (as long as --stop)
+  auto new_text = [&] {                   // the text pending's tokens add after context's
+    std::vector<int64_t> both = context;
+    both.insert(both.end(), pending.begin(), pending.end());
+    const std::string before = tok->decode(context), all = tok->decode(both);
+    return all.compare(0, before.size(), before) == 0 ? all.substr(before.size()) : tok->decode(pending);
+  };
   auto on_token = [&](int64_t id) {
     if (generated.empty()) first = Clock::now();
     if (id == lm->eos_token_id()) return false;
@@ -125,14 +135,19 @@ int run(int argc, char** argv) {
       std::fflush(stdout);
       return true;
     }
-    const std::string text = tok->decode(generated);
-    const size_t ready = printable(text);
-    if (ready > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-      std::fwrite(text.data() + printed.size(), 1, ready - printed.size(), stdout);
-      std::fflush(stdout);
-      printed = text.substr(0, ready);
-    }
-    if (!o.stop.empty() && text.find(o.stop) != std::string::npos) {
+    // Only the new tokens are decoded, after a few printed ones (a decoder may treat a text's start
+    // differently, e.g. drop SentencePiece's leading space): linear in the tokens, however many.
+    pending.push_back(id);
+    const std::string fresh = new_text();
+    if (printable(fresh) < fresh.size() && pending.size() < kMaxPending) return true;  // a character still incomplete
+    std::fwrite(fresh.data(), 1, fresh.size(), stdout);
+    std::fflush(stdout);
+    const std::string seen = tail + fresh;  // --stop may straddle tokens
+    tail = seen.substr(seen.size() - std::min(seen.size(), o.stop.size()));
+    context.insert(context.end(), pending.begin(), pending.end());
+    if (context.size() > kContext) context.erase(context.begin(), context.end() - kContext);
+    pending.clear();
+    if (!o.stop.empty() && seen.find(o.stop) != std::string::npos) {
       stopped = true;
       return false;
     }
@@ -144,8 +159,10 @@ int run(int argc, char** argv) {
              gen);
   const auto end = Clock::now();
   if (!o.ids) {  // what is left: a last character that was held back
-    const std::string text = tok->decode(generated);
-    if (text.compare(0, printed.size(), printed) == 0) std::fwrite(text.data() + printed.size(), 1, text.size() - printed.size(), stdout);
+    if (!pending.empty()) {
+      const std::string fresh = new_text();
+      std::fwrite(fresh.data(), 1, fresh.size(), stdout);
+    }
   }
   std::printf("\n");
   std::fflush(stdout);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     if (threads > 0) tg::set_num_threads(static_cast<int>(threads));
     tg::AutocastGuard autocast(tg::cli::precision(precision));
     const tg::text::Translator t = tg::text::Translator::load(load).value();
+    if (tg::autocast_enabled()) tg::check_representable(*t.model, tg::kBFloat16, load).or_throw();
     std::string line;
     int64_t sentences = 0;
     double seconds = 0;

@@ -14,13 +14,13 @@
 
 
 namespace tg::detail {
-extern const char kCpuCheckLinked;  // graph/cpu_check.cc
+extern const char kCpuCheckLinked;  // graph/cpu_features.cc
 }  // namespace tg::detail
 
 namespace tg {
 namespace {
 
-// Pulls graph/cpu_check.cc into every static link, so that its load-time CPU check always runs.
+// Pulls graph/cpu_features.cc into every static link, so that its load-time CPU check always runs.
 [[gnu::used]] const char* const kKeepCpuCheck = &detail::kCpuCheckLinked;
 
 constexpr size_t kAlign = 64;

@@ -20,30 +20,73 @@
 
 namespace tg {
 
-Result<std::string> read_file(const std::string& path) {
+const char* file_kind(unsigned mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return S_ISREG(mode) ? "a regular file" : "not a regular file";
+}
+
+Result<int> open_regular_file(const std::string& path, int flags) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int fd = ::open(path.c_str(), flags | O_RDONLY | O_NONBLOCK);
+  if (fd < 0) return io_error("{}: cannot open ({})", path, std::strerror(errno));
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("{}: cannot open ({})", path, std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return io_error("{}: read error", path);
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return io_error("{}: cannot read ({})", path, std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return io_error("{}: not a regular file ({}): refused", path, file_kind(st.st_mode));
+  }
+  return fd;
+}
+
+Result<std::string> read_file(const std::string& path) {
+  Result<int> fd = open_regular_file(path, O_CLOEXEC);
+  if (!fd.ok()) return fd.status();
+  std::string bytes;
+  struct stat st {};
+  if (::fstat(*fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
+  std::array<char, 65536> buf;
+  for (;;) {
+    const ssize_t n = ::read(*fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(*fd);
+      return io_error("{}: read error ({})", path, std::strerror(err));
+    }
+    if (n == 0) break;
+    bytes.append(buf.data(), static_cast<size_t>(n));
+  }
+  ::close(*fd);
   return bytes;
 }
 
 Result<std::string> read_text(const std::string& path) {
   if (path.size() <= 3 || path.compare(path.size() - 3, 3, ".gz") != 0) return read_file(path);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return io_error("{}: cannot open ({})", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
-  if (path.find('\'') != std::string::npos) return io_error("{}: a name with a quote (') is not supported", path);
-  std::string cmd = "gzip -dc -- '" + path + "' 2>/dev/null";
+  // gzip reads the file we opened and checked (inherited as its standard input), not the path,
+  // which could be swapped for a FIFO in between.
+  Result<int> fd = open_regular_file(path, 0);
+  if (!fd.ok()) return fd.status();
+  std::string cmd = fmt::format("gzip -dc < /dev/fd/{} 2>/dev/null", *fd);
   std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return io_error("{}: cannot run gzip ({})", path, std::strerror(errno));
+  if (!p) {
+    const int err = errno;
+    ::close(*fd);
+    return io_error("{}: cannot run gzip ({})", path, std::strerror(err));
+  }
   std::string out;
   std::array<char, 65536> buf;
   size_t n;
   while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  if (::pclose(p) != 0) return io_error("{}: not a valid gzip file (gzip -dc failed)", path);
+  const int rc = ::pclose(p);
+  ::close(*fd);
+  if (rc != 0) return io_error("{}: not a valid gzip file (gzip -dc failed)", path);
   return out;
 }
 
@@ -104,15 +147,14 @@ void fault_point(const char* where) {
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes) {
-  // A symbolic link is written through (its target is replaced, the link stays), and only a
-  // regular file is ever replaced: renaming over a device node, a pipe or a folder would destroy it.
-  std::string target = path;
+  // Never through a symbolic link: whoever made the link would choose which file a save replaces
+  // (model.safetensors -> tokenizer.json in a downloaded folder). And only a regular file is ever
+  // replaced: renaming over a device node, a pipe or a folder would destroy it.
+  const std::string target = path;
   std::error_code ec;
-  if (std::filesystem::is_symlink(path, ec)) {
-    std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
-    if (ec) return io_error("{}: cannot resolve the symbolic link ({})", path, ec.message());
-    target = resolved.string();
-  }
+  if (std::filesystem::is_symlink(path, ec))
+    return io_error("{}: a symbolic link; a file is never written through a link (it would replace what the link "
+                    "points to): remove the link or write elsewhere", path);
   struct stat st {};
   if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return io_error("{}: exists and is not a regular file (a device, folder or pipe); it is not replaced", path);

@@ -27,6 +27,13 @@ Status make_dirs(const std::string& path);
 // walking a value nested a million deep would overflow the stack.
 int json_depth(std::string_view json_text, int limit = 64);
 
+// Opens PATH for reading, refusing anything but a regular file (or a symbolic link to one) by name:
+// "PATH: not a regular file (a FIFO): refused". Opened non-blocking, so a FIFO never hangs the
+// open. Returns the descriptor (the caller closes it); flags are added to O_RDONLY | O_NONBLOCK.
+Result<int> open_regular_file(const std::string& path, int flags = 0);
+// "a folder", "a FIFO", "a socket", "a device", "a regular file" for a stat mode.
+const char* file_kind(unsigned mode);
+
 // Text for a one-line message: at most max_bytes (cut on a UTF-8 boundary, "..." appended).
 std::string clip_for_message(std::string_view text, size_t max_bytes = 60);
 

@@ -155,6 +155,41 @@ struct Index {
   std::map<std::string, std::string> sums;
 };
 
+// A SAX pass over a header: its top-level names in order, refusing a name past kMaxTensorName
+// bytes or given twice (problem says which; the parse then stops).
+struct TopLevelNames : nlohmann::json_sax<json> {
+  std::vector<std::string> keys;
+  absl::flat_hash_set<std::string> seen;
+  std::string problem;
+  int depth = 0;
+  bool key(string_t& k) override {
+    if (depth != 1) return true;
+    if (k.size() > kMaxTensorName) {
+      problem = fmt::format("a tensor name of {} bytes ('{}') exceeds the limit of {} bytes", k.size(),
+                            clip_for_message(k), kMaxTensorName);
+      return false;
+    }
+    if (!seen.insert(k).second) {
+      problem = fmt::format("tensor '{}' appears twice in the header", clip_for_message(k, 200));
+      return false;
+    }
+    keys.push_back(k);
+    return true;
+  }
+  bool start_object(std::size_t) override { return ++depth, true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return ++depth, true; }
+  bool end_array() override { return --depth, true; }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
 // The 8-byte length against the file's size; the header's length n.
 Status check_length(uint64_t n, uint64_t file_size, const std::string& source) {
   if (file_size < 8) return bad(source, fmt::format("the file has {} bytes, fewer than the 8-byte header length", file_size));
@@ -168,26 +203,16 @@ Result<Index> parse_header(std::string_view text, uint64_t data_size, const std:
   if (text.empty() || text.front() != '{') return bad(source, "the header does not start with '{'");
   if (json_depth(text, kMaxDepth) > kMaxDepth) return bad(source, "the header's JSON is nested too deeply");
 
-  // Parse, noticing duplicate top-level names (a JSON object would silently keep the last).
-  std::vector<std::string> top_keys;
-  absl::flat_hash_set<std::string> seen;
-  bool duplicate = false;
-  std::string dup_name;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (duplicate) return false;
-    if (ev == json::parse_event_t::key && depth == 1) {
-      std::string k = parsed.get<std::string>();
-      if (!seen.insert(k).second) {
-        duplicate = true;
-        dup_name = k;
-        return false;
-      }
-      top_keys.push_back(std::move(k));
-    }
-    return true;
-  };
-  json header = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
-  if (duplicate) return bad(source, fmt::format("tensor '{}' appears twice in the header", dup_name));
+  // The top-level names in file order, each checked (length, duplicates: a JSON object would
+  // silently keep the last) in one pass over the text; then the values. Both passes are linear in
+  // the header (nlohmann's parser callback would rescan the parent object at every entry).
+  TopLevelNames names;
+  if (!json::sax_parse(text.begin(), text.end(), &names)) {
+    if (!names.problem.empty()) return bad(source, names.problem);
+    return bad(source, "the header is not valid JSON");
+  }
+  std::vector<std::string>& top_keys = names.keys;
+  json header = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) return bad(source, "the header is not valid JSON");
   if (!header.is_object()) return bad(source, "the header is not a JSON object");
 
@@ -263,7 +288,7 @@ Result<Index> parse_header(std::string_view text, uint64_t data_size, const std:
       const bool hex = s.value().is_string() && s.value().get<std::string>().size() == 16 &&
                        s.value().get<std::string>().find_first_not_of("0123456789abcdef") == std::string::npos;
       if (!hex) return bad(source, fmt::format("{}: the checksum of '{}' is {}, not 16 hex digits", what, s.key(), s.value().dump()));
-      if (!seen.count(s.key()) || s.key() == "__metadata__")
+      if (!names.seen.count(s.key()) || s.key() == "__metadata__")
         return bad(source, fmt::format("{} names '{}', which is not a tensor of the file", what, s.key()));
       out.sums[s.key()] = s.value().get<std::string>();
     }
@@ -388,11 +413,11 @@ struct SafetensorsReader::Impl {
 Result<SafetensorsReader> SafetensorsReader::open(const std::string& path) {
   auto impl = std::make_shared<Impl>();
   impl->path = path;
-  impl->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (impl->fd < 0) return io_error("{}: cannot open ({})", path, std::strerror(errno));
+  Result<int> fd = open_regular_file(path, O_CLOEXEC);  // a FIFO, device or folder refused, never waited on
+  if (!fd.ok()) return fd.status();
+  impl->fd = *fd;
   struct stat st {};
   if (::fstat(impl->fd, &st) != 0) return io_error("{}: cannot read ({})", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   uint64_t n = 0;
   if (size >= 8) TG_RETURN_IF_ERROR(impl->read_at(0, 8, reinterpret_cast<char*>(&n), "the header length"));

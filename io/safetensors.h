@@ -14,6 +14,7 @@
 // "tapegrad.xxh64" (a JSON object by tensor name); the reader verifies each one and names a tensor
 // whose bytes changed ("tensor 'w' fails its checksum"), then drops that entry from the metadata
 // it returns. A file without the entry (from Hugging Face, PyTorch, ...) loads unverified.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,6 +30,10 @@
 namespace tg {
 
 using Metadata = std::map<std::string, std::string>;
+
+// The longest tensor name read (bytes): a longer one is refused by name, in a header and in a
+// load's name mapping (whose regular expressions would recurse on it), before any other work.
+inline constexpr size_t kMaxTensorName = 1024;
 
 struct SafetensorsFile {
   StateDict tensors;  // in file order

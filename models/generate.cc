@@ -4,8 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "graph/error.h"
 #include "graph/factory.h"
 #include "graph/node.h"
+#include "io/state_dict.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -24,10 +26,23 @@ class InferenceScope {
   bool was_training_;
 };
 
+// Logits must be finite: NaN or an infinity (a weight or activation that overflowed, in bfloat16
+// above 3.39e38) would otherwise be decoded as token 0, over and over. One line naming the step.
+void check_finite_logits(const Tensor& logits, int64_t step, const char* who) {
+  const int64_t bad = first_non_finite(logits);
+  if (bad < 0) return;
+  const double x = logits.reshape({-1}).narrow(0, bad, 1).to(kFloat64).item();
+  detail::fail(who, "step {}: the model's logits are not finite ({} at flat index {} of {}): a weight or an activation "
+               "overflowed{}; nothing is decoded from them", step, x, bad, logits.shape(),
+               autocast_enabled() || logits.dtype() == kBFloat16 ? " (in bfloat16 values past 3.39e38 become infinite)" : "");
+}
+
 // Log-probabilities of the next token for every row: the last position of logits [B, T, V].
-std::vector<std::vector<double>> last_log_probs(const Tensor& logits) {
+std::vector<std::vector<double>> last_log_probs(const Tensor& logits, int64_t step, const char* who) {
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-  std::vector<double> lp = log_softmax(logits.narrow(1, T - 1, 1), -1).to_vector<double>();
+  const Tensor last = logits.narrow(1, T - 1, 1);
+  check_finite_logits(last, step, who);
+  std::vector<double> lp = log_softmax(last, -1).to_vector<double>();
   std::vector<std::vector<double>> out(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) out[static_cast<size_t>(b)].assign(lp.begin() + b * V, lp.begin() + (b + 1) * V);
   return out;
@@ -72,7 +87,7 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Tensor
     } else {
       logits = model.decode(ids_tensor(ys), memory, src, /*last_only=*/true);
     }
-    auto lp = last_log_probs(logits);
+    auto lp = last_log_probs(logits, step, "greedy_decode");
     bool all_done = true;
     for (size_t b = 0; b < B; ++b) {
       int64_t next = done[b] ? o.eos : std::max_element(lp[b].begin(), lp[b].end()) - lp[b].begin();
@@ -110,7 +125,7 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const
     Tensor memory = nb == 1 ? memory1 : expand(memory1, {nb, -1, -1});
     Tensor srcs = nb == 1 ? src : expand(src, {nb, -1});
     auto lp = last_log_probs(model.decode(ids_tensor(rows), memory, srcs, /*last_only=*/true,
-                                          o.use_cache ? &cache : nullptr));
+                                          o.use_cache ? &cache : nullptr), step, "beam_search");
     // The K best continuations over all beams.
     struct Cand {
       double lp;
@@ -226,6 +241,7 @@ std::vector<int64_t> sample(CausalLM& model, const std::vector<int64_t>& prompt,
       logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}),
                              o.use_cache && seq.size() < ctx ? &cache : nullptr, true);
     }
+    check_finite_logits(logits, i, "sample");
     std::vector<double> w = logits.reshape({-1}).to(kFloat64).to_vector<double>();
     const size_t V = w.size();
     if (o.repetition_penalty != 1)

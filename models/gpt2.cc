@@ -57,9 +57,7 @@ Result<LMConfig> LMConfig::from_json(const std::string& path) {
   } else {
     c.layer.activation = Activation::kGeluTanh;  // GPT2Config's default, gelu_new
   }
-  if (auto e = j.find("embd_pdrop"); e != j.end() && e->is_number() && e->get<double>() != c.layer.dropout)
-    return io_error("{}: embd_pdrop {} differs from resid_pdrop {} (one dropout rate is supported)", path, brief(*e),
-                    c.layer.dropout);
+  TG_RETURN_IF_ERROR(hf::read_number(j, "embd_pdrop", 0, 1, c.embed_dropout, path, true));
   TG_RETURN_IF_ERROR(hf::read_token_id(j, "bos_token_id", c.vocab, c.bos_id, path));
   TG_RETURN_IF_ERROR(hf::read_token_id(j, "eos_token_id", c.vocab, c.eos_id, path));
   // What would change the computation and is not implemented here.
@@ -86,7 +84,7 @@ DecoderLM::DecoderLM(const LMConfig& c) : cfg(c) {
     pos_sin = register_module("pos_sin", std::make_shared<SinusoidalPositionalEncoding>(d, c.context));
   else
     rotary = std::make_shared<RotaryEmbedding>(d / c.layer.heads, c.rope_theta);  // not a child: no parameters
-  dropout = register_module("dropout", std::make_shared<Dropout>(c.layer.dropout));
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.embed_dropout < 0 ? c.layer.dropout : c.embed_dropout));
   layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
   for (int64_t i = 0; i < c.layers; ++i) {
     layers->push_back(std::make_shared<EncoderLayer>(c.layer));
@@ -180,7 +178,7 @@ Status DecoderLM::save_pretrained(const std::string& dir, bool overwrite) const 
   j["activation_function"] = L.activation == Activation::kGeluTanh ? "gelu_new" : L.activation == Activation::kGelu ? "gelu" : "relu";
   j["layer_norm_epsilon"] = L.eps;
   j["resid_pdrop"] = L.dropout;
-  j["embd_pdrop"] = L.dropout;
+  j["embd_pdrop"] = cfg.embed_dropout < 0 ? L.dropout : cfg.embed_dropout;
   j["attn_pdrop"] = L.attn_dropout;
   j["scale_attn_weights"] = true;
   j["tie_word_embeddings"] = cfg.tie_weights;

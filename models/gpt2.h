@@ -34,6 +34,7 @@ struct LMConfig {
   int64_t bos_id = -1, eos_id = -1;  // from a GPT-2 config.json (bos_token_id, eos_token_id); -1: none
   Positions positions = Positions::kLearned;  // GPT-2's; the others have no GPT-2 form (save_pretrained)
   double rope_theta = 10000.0;                // with Positions::kRotary
+  double embed_dropout = -1;  // on the embeddings (GPT-2's embd_pdrop); < 0: layer.dropout (resid_pdrop)
 
   // Reads a Hugging Face GPT-2 config.json (model_type gpt2): n_embd, n_layer, n_head, n_inner,
   // n_positions, activation_function (gelu_new / gelu_pytorch_tanh, gelu, relu), layer_norm_epsilon,
@@ -75,7 +76,7 @@ class DecoderLM : public Module, public CausalLM {
   std::shared_ptr<LearnedPositionalEmbedding> pos_embed;  // Positions::kLearned only
   std::shared_ptr<SinusoidalPositionalEncoding> pos_sin;   // Positions::kSinusoidal only
   std::shared_ptr<RotaryEmbedding> rotary;                 // Positions::kRotary only (every layer's self_attn->rotary)
-  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Dropout> dropout;  // on the embeddings (cfg.embed_dropout)
   std::shared_ptr<ModuleList<EncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Linear> lm_head;  // null when tied

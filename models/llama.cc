@@ -111,6 +111,11 @@ Status read_rope(const json& r, const char* key, LlamaConfig& c, const std::stri
   if (type == "default") return {};
   if (type != "llama3")
     return io_error("{}: {} type '{}' is not supported (default or llama3 rotary positions only)", path, key, type);
+  // transformers refuses a llama3 rope_scaling without its four fields; so do we (no invented defaults).
+  for (const char* field : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+    if (auto f = r.find(field); f == r.end() || f->is_null())
+      return io_error("{}: {} of type llama3 has no {} (it needs factor, low_freq_factor, high_freq_factor and "
+                      "original_max_position_embeddings)", path, key, field);
   c.rope_scaling.factor = 1;
   TG_RETURN_IF_ERROR(hf::read_number(r, "factor", 0, 1e6, c.rope_scaling.factor, path));
   TG_RETURN_IF_ERROR(hf::read_number(r, "low_freq_factor", 0, 1e6, c.rope_scaling.low_freq_factor, path));

@@ -73,10 +73,11 @@ bool any_match(const std::vector<std::regex>& rs, const std::string& s) {
   return false;
 }
 
-// "3 missing (a, b, c)", at most 8 names shown.
+// "3 missing (a, b, c)", at most 8 names shown, each clipped.
 std::string listed(const std::vector<std::string>& names, const char* what) {
   constexpr size_t kShown = 8;
-  std::vector<std::string> shown(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(std::min(kShown, names.size())));
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < std::min(kShown, names.size()); ++i) shown.push_back(clip_for_message(names[i], 100));
   return fmt::format("{} {} ({}{})", names.size(), what, fmt::join(shown, ", "),
                      names.size() > kShown ? fmt::format(", ... {} more", names.size() - kShown) : "");
 }
@@ -113,6 +114,11 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
   std::vector<std::string> problems;
   for (size_t i = 0; i < src.items.size(); ++i) {
     const auto& [name, shape, dtype] = src.items[i];
+    if (name.size() > kMaxTensorName) {  // before any regular expression sees it
+      problems.push_back(fmt::format("a tensor name of {} bytes ('{}') exceeds the limit of {} bytes", name.size(),
+                                     clip_for_message(name), kMaxTensorName));
+      continue;
+    }
     if (any_match(rules->ignore, name)) {
       report.ignored.push_back(name);
       continue;
@@ -165,10 +171,24 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
     return fmt::format("'{}' holds {} at flat index {} (of shape {}): non-finite weights are refused", name,
                        non_finite_name(t, bad), bad, t.shape());
   };
+  // A value finite in the file but not in the parameter's dtype (1e300 into float32, 3.4e38 into
+  // bfloat16) would turn into an infinity as it is copied.
+  auto overflows = [](const std::string& name, const Tensor& v, DType to) -> std::string {
+    const int64_t bad = first_non_finite(v.to(to));
+    if (bad < 0) return "";
+    const double x = v.reshape({-1}).narrow(0, bad, 1).to(kFloat64).item();
+    return fmt::format("'{}' holds {:g} at flat index {} (of shape {}), finite as the file's {} but beyond the range of the "
+                       "model's {}: refused", name, x, bad, v.shape(), v.dtype(), to);
+  };
   const NamedTensors mine = module.named_parameters();
   std::map<std::string, bool> known;
   std::vector<std::string> shapes;
-  std::vector<std::pair<std::string, size_t>> agree;  // names and shapes that match: (module name, item)
+  struct Agreed {
+    std::string name;  // the module's
+    size_t item;
+    DType dtype;       // the parameter's
+  };
+  std::vector<Agreed> agree;  // names and shapes that match
   std::map<size_t, bool> checked;  // items whose values were read and checked
   for (const auto& [n, p] : mine) {
     known[n] = true;
@@ -184,18 +204,27 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
     } else if (m.shape != p.shape()) {
       shapes.push_back(fmt::format("{}: checkpoint {}, model {}", n, m.shape, p.shape()));
     } else {
-      agree.emplace_back(n, m.item);
+      agree.push_back({n, m.item, p.dtype()});
     }
   }
+  std::vector<char> listed_item(src.items.size(), 0);  // a split tensor's names list it once
   for (const auto& [n, entry] : mapped)
-    if (!known.count(n) && std::find(report.unexpected.begin(), report.unexpected.end(), entry.name) == report.unexpected.end())
+    if (!known.count(n) && !listed_item[entry.item]) {
+      listed_item[entry.item] = 1;
       report.unexpected.push_back(entry.name);
+    }
   auto refuse = [&] {
     std::vector<std::string> parts;
     if (o.strict && !report.missing.empty()) parts.push_back(listed(report.missing, "missing"));
     if (o.strict && !report.unexpected.empty()) parts.push_back(listed(report.unexpected, "unexpected"));
-    if (!shapes.empty()) parts.push_back("shape mismatch for " + fmt::format("{}", fmt::join(shapes, "; ")));
-    for (auto& p : problems) parts.push_back(std::move(p));
+    if (!shapes.empty()) {
+      const size_t shown = std::min<size_t>(shapes.size(), 8);
+      parts.push_back(fmt::format("shape mismatch for {}{}", fmt::join(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(shown), "; "),
+                                  shapes.size() > shown ? fmt::format("; ... {} more", shapes.size() - shown) : ""));
+    }
+    constexpr size_t kProblemsShown = 8;
+    for (size_t i = 0; i < std::min(problems.size(), kProblemsShown); ++i) parts.push_back(std::move(problems[i]));
+    if (problems.size() > kProblemsShown) parts.push_back(fmt::format("... {} more problems", problems.size() - kProblemsShown));
     return parts.empty() ? Status() : io_error("{}: does not match {}: {}", o.source, module.type_name(), fmt::join(parts, "; "));
   };
   // Names, shapes and types first: a file of another model is refused before any value is read.
@@ -203,7 +232,7 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
   // Then the values, checked before anything is copied (a file's tensor is read here, verified
   // against its checksum and dropped; read again below straight into the parameter), so a refused
   // load leaves the module as it was, and memory holds one tensor beside the model.
-  for (const auto& [n, item] : agree) {
+  for (const auto& [n, item, param_dtype] : agree) {
     if (checked.count(item)) {  // a split tensor, read once
       if (checked[item]) report.loaded.push_back(n);
       continue;
@@ -211,6 +240,7 @@ Result<LoadReport> load_from(Module& module, const Source& src, const LoadOption
     Result<Tensor> v = src.value(item);
     if (!v.ok()) return v.status();
     std::string bad = non_finite(src.items[item].name, *v);
+    if (bad.empty() && v->dtype() != param_dtype) bad = overflows(src.items[item].name, *v, param_dtype);
     checked[item] = bad.empty();
     if (!bad.empty()) problems.push_back(std::move(bad));
     else report.loaded.push_back(n);
@@ -295,6 +325,18 @@ Result<LoadReport> load_pretrained(Module& module, const std::string& path, cons
   Result<SafetensorsReader> r = SafetensorsReader::open(path);
   if (!r.ok()) return r.status();
   return load_pretrained(module, *r, options);
+}
+
+Status check_representable(const Module& module, DType dtype, const std::string& who) {
+  for (const auto& [name, p] : module.named_parameters()) {
+    if (p.dtype() == dtype || !is_floating(p.dtype())) continue;
+    const int64_t bad = first_non_finite(p.to(dtype));
+    if (bad < 0 || first_non_finite(p) == bad) continue;  // already non-finite: not this check's to report
+    const double x = p.reshape({-1}).narrow(0, bad, 1).to(kFloat64).item();
+    return io_error("{}: weight '{}' holds {:g} at flat index {} (of shape {}), finite in {} but beyond the range of {}: "
+                    "refused (run it in {} instead)", who, name, x, bad, p.shape(), p.dtype(), dtype, p.dtype());
+  }
+  return {};
 }
 
 }  // namespace tg

@@ -22,6 +22,11 @@ Status save_module(const Module& module, const std::string& path, const Metadata
 // with strict, missing and unexpected names are errors). Returns the file's metadata.
 Result<Metadata> load_module(Module& module, const std::string& path, bool strict = true);
 
+// Every parameter of `module` stays finite in `dtype` (a float32 weight of 3.4e38 becomes infinite
+// in bfloat16): the first that does not is named, with its value and where it is. Programs call it
+// before computing in bfloat16 (--precision bf16).
+Status check_representable(const Module& module, DType dtype, const std::string& who);
+
 // How a checkpoint's names become the module's, applied in this order to each name.
 struct NameMapping {
   std::vector<std::string> ignore = {};       // regexes (ECMAScript, searched) over the checkpoint's names: dropped

@@ -1,6 +1,5 @@
-// Where tapegrad reads what the CPU can run (CPUID, XGETBV, Linux's AMX grant) and picks the path
-// of bfloat16 products, TG_CPU_CAPABILITY included. Compiled with the build's own flags: nothing
-// here runs before the load-time check of graph/cpu_check.cc has passed.
+// The path of bfloat16 products, chosen from what graph/cpu_features.cc (where every read of the
+// CPU is) found, TG_CPU_CAPABILITY included.
 #include "ops/cpu_capability.h"
 
 #include <atomic>
@@ -10,42 +9,11 @@
 #include <mutex>
 #include <string>
 
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+#include "graph/build_info.h"
 #include "graph/error.h"
 
 namespace tg {
 namespace {
-
-uint64_t xcr0() {
-  uint32_t lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (static_cast<uint64_t>(hi) << 32) | lo;
-}
-
-CpuFeatures detect() {
-  CpuFeatures f;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return f;  // OSXSAVE: XGETBV is there
-  const uint64_t xcr = xcr0();
-  const bool os_zmm = (xcr & 0xE6) == 0xE6;                          // SSE, AVX, opmask, ZMM state
-  const bool os_tiles = (xcr & (3ull << 17)) == (3ull << 17);        // XTILECFG, XTILEDATA
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-  const bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22);
-  f.avx512 = os_zmm && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31));  // F, BW, VL
-  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
-  const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
-  f.avx512_bf16 = f.avx512 && bf16;
-  f.amx_cpu = f.avx512_bf16 && amx_tile && amx_bf16 && os_tiles;  // C is rounded with vcvtne2ps2bf16
-  if (f.amx_cpu) {
-    // Linux (5.16+) hands out the 8 KB tile state only on request, once per process.
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    f.amx = ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }
-  return f;
-}
 
 std::atomic<int> g_capability{-1};  // -1: not chosen yet
 
@@ -66,7 +34,10 @@ CpuCapability parse_env() {
 }  // namespace
 
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures f = detect();
+  static const CpuFeatures f = [] {
+    const detail::CpuFeatureBits bits = detail::read_cpu_features();
+    return CpuFeatures{.avx512 = bits.avx512, .avx512_bf16 = bits.avx512_bf16, .amx_cpu = bits.amx_cpu, .amx = bits.amx};
+  }();
   return f;
 }
 

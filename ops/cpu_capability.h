@@ -1,5 +1,5 @@
 #pragma once
-// What this CPU can run, read in one place (ops/cpu_capability.cc: CPUID, XGETBV and Linux's grant
+// What this CPU can run (read in one place, graph/cpu_features.cc: CPUID, XGETBV and Linux's grant
 // of the AMX tile state), and which instructions run bfloat16 matrix products, chosen once, at the
 // first product (as PyTorch's ATEN_CPU_CAPABILITY and oneDNN's ONEDNN_MAX_CPU_ISA):
 //   kAmx         Intel AMX-BF16 tiles (Sapphire Rapids and later; Linux grants the tile state)
@@ -8,7 +8,7 @@
 // TG_CPU_CAPABILITY=amx|avx512_bf16|portable in the environment forces a lower one (to compare
 // paths); a higher one than the CPU has, or another word, is an error naming the variable.
 // (The check that the CPU has the instructions the library was compiled for runs earlier, when the
-// library loads, and must use nothing compiled for them: graph/cpu_check.cc.)
+// library loads, in the same file.)
 // Graph-free: the kernels (ops/kernels/) include it too.
 #include <string>
 

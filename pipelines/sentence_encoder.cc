@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/autocast.h"
+#include "graph/error.h"
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "io/file.h"
+#include "io/state_dict.h"
 #include "ops/kernels/parallel.h"
 #include "ops/shape_ops.h"
 #include "text/batching.h"
@@ -193,7 +195,12 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
       std::vector<Encoding> part;
       for (int64_t k = start; k < end; ++k) part.push_back(encodings[static_cast<size_t>(order[static_cast<size_t>(k)])]);
       const EncodedBatch padded = stack_encodings(part, tokenizer_->pad_id());
-      const std::vector<float> e = pooled({padded.ids, padded.attention_mask, padded.type_ids}).to_vector<float>();
+      const Tensor out = pooled({padded.ids, padded.attention_mask, padded.type_ids});
+      if (const int64_t bad = first_non_finite(out); bad >= 0)  // never write garbage vectors
+        detail::fail("SentenceEncoder::encode", "sentence {}: the embedding is not finite (at dimension {}): a weight or an "
+                     "activation overflowed{}", order[static_cast<size_t>(start + bad / hidden)], bad % hidden,
+                     autocast ? " (in bfloat16 values past 3.39e38 become infinite)" : "");
+      const std::vector<float> e = out.to_vector<float>();
       for (int64_t k = start; k < end; ++k)
         std::copy_n(e.begin() + (k - start) * hidden, hidden, dst + order[static_cast<size_t>(k)] * hidden);
       if (progress) {

@@ -153,6 +153,31 @@ TEST(ByteBpe, WhatIsNotImplementedIsRefusedByName) {
   EXPECT_TRUE(refused([](json& j) { j["model"]["vocab"]["\u2603"] = 1 << 23; }, {"largest id is 8388608", "too sparse"}));
   EXPECT_TRUE(refused([](json& j) { j["added_tokens"][0]["lstrip"] = true; }, {"lstrip"}));
   EXPECT_TRUE(refused([](json& j) { j["model"]["dropout"] = 0.1; }, {"dropout"}));
+  // Template forms we do not reproduce exactly: the sequence twice, or $B alone.
+  auto template_single = [](json& j) -> json& {
+    for (json& p : j["post_processor"]["processors"])
+      if (p["type"] == "TemplateProcessing") return p["single"];
+    throw std::runtime_error("no template");
+  };
+  EXPECT_TRUE(refused([&](json& j) { json& s = template_single(j); s[0] = s[1]; }, {"post_processor template"}));
+  EXPECT_TRUE(refused([&](json& j) { template_single(j)[1]["Sequence"]["id"] = "B"; }, {"post_processor template"}));
+  // An added token listed twice (it would be matched twice at every position of a text).
+  EXPECT_TRUE(refused([](json& j) { j["added_tokens"].push_back(j["added_tokens"][0]); }, {"listed twice in added_tokens"}));
+}
+
+// NFC's canonical ordering sorts each run of combining marks by class, stably, in n log n: a run of
+// 100,000 marks of alternating classes (230, 220) comes out as all 220s, then all 230s, and the
+// first acute (not blocked: the marks before it have a lower class) composes with the a.
+TEST(ByteBpe, LongRunsOfCombiningMarksAreOrderedStablyInLogLinearTime) {
+  std::u32string marks = U"a";
+  for (int i = 0; i < 50000; ++i) marks += U"\u0301\u0316";  // acute (230), grave below (220)
+  const std::u32string out = tg::text::internal::nfc_for_tests(marks);
+  ASSERT_EQ(out.size(), marks.size() - 1);
+  EXPECT_EQ(out[0], U'\u00e1');  // a + acute
+  for (size_t i = 1; i <= 50000; ++i) ASSERT_EQ(out[i], U'\u0316') << i;
+  for (size_t i = 50001; i < out.size(); ++i) ASSERT_EQ(out[i], U'\u0301') << i;
+  // Composition still happens where a mark of class 230 follows the base directly: e + acute.
+  EXPECT_EQ(tg::text::internal::nfc_for_tests(U"e\u0301"), U"\u00e9");
 }
 
 }  // namespace

@@ -48,7 +48,9 @@ TEST(FuzzRegressions, IntegrityCasesAreRefusedNamingTheProblem) {
            {"checksum_not_hex", "not 16 hex digits"},
            {"checksums_not_json", "is not a JSON object"},
            {"checksums_a_list", "is not a JSON object"},
-           {"checksums_deep", "is not a JSON object"}}) {
+           {"checksums_deep", "is not a JSON object"},
+           {"overlong_name", "a tensor name of 2021 bytes"},
+           {"duplicate_among_many", "tensor 't123' appears twice"}}) {
     auto r = tg::parse_safetensors(bytes("safetensors", name), name);
     EXPECT_NE(message(r.ok() ? tg::Status{} : r.status()).find(fragment), std::string::npos) << name << ": " << message(r.status());
   }
@@ -63,9 +65,38 @@ TEST(FuzzRegressions, IntegrityCasesAreRefusedNamingTheProblem) {
   }
   for (const auto& [name, fragment] : std::vector<std::pair<std::string, std::string>>{
            {"wordpiece_post_processor_contradicts_vocab", "but the vocabulary has it at"},
-           {"wordpiece_padding_ill_typed", "padding.pad_id = \"0\""}}) {
+           {"wordpiece_padding_ill_typed", "padding.pad_id = \"0\""},
+           {"duplicate_added_token", "listed twice in added_tokens"},
+           {"same_added_token_two_ids", "listed twice in added_tokens"}}) {
     auto r = tg::text::Tokenizer::parse(bytes("tokenizer", name), name);
     EXPECT_NE(message(r.ok() ? tg::Status{} : r.status()).find(fragment), std::string::npos) << name << ": " << message(r.status());
+  }
+}
+
+// The hf_folder seeds are whole folders that load and generate: the fuzzer starts from models that
+// run, not from files refused at the first check.
+TEST(FuzzSeeds, HfFolderSeedsLoadAndGenerate) {
+  for (const char* seed : {"llama.bin", "qwen2.bin", "gpt2.bin", "gpt2_sharded.bin"}) {
+    const std::string bytes = tg::read_file(kFuzzDir + "/corpus/hf_folder/" + seed).value();
+    const fs::path dir = fs::path(testing::TempDir()) / ("hf_seed_check_" + std::string(seed));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    static const char* const kFiles[] = {"config.json", "model.safetensors", "tokenizer.json", "model.safetensors.index.json"};
+    size_t at = 0, part = 0;
+    for (; at + 4 <= bytes.size() && part < 4; ++part) {
+      uint32_t n = 0;
+      for (int b = 0; b < 4; ++b) n |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + static_cast<size_t>(b)])) << (8 * b);
+      tg::write_file_atomic((dir / kFiles[part]).string(), std::string_view(bytes).substr(at + 4, n)).or_throw();
+      at += 4 + n;
+    }
+    if (part == 4) {  // sharded: the weights under the index's shard name only
+      fs::rename(dir / "model.safetensors", dir / "model-00001-of-00001.safetensors");
+    }
+    auto lm = tg::load_causal_lm(dir.string());
+    ASSERT_TRUE(lm.ok()) << seed << ": " << lm.status().message();
+    EXPECT_EQ(tg::sample(**lm, {0, 1}, {.max_new_tokens = 2, .temperature = 0}).size(), 2u) << seed;
+    EXPECT_TRUE(tg::text::Tokenizer::load((dir / "tokenizer.json").string()).ok()) << seed;
+    fs::remove_all(dir);
   }
 }
 
@@ -161,6 +192,52 @@ TEST(FuzzSeeds, DISABLED_WriteSeeds) {
  {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
  {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])");
   put("sentence_settings", "sentence_bert_config.json", std::string(1, '\2') + R"({"max_seq_length": 10, "do_lower_case": false})");
+  // Hugging Face decoder folders (tests/fuzz/targets.cc hf_folder: length-prefixed parts), tiny.
+  auto parts = [](const std::vector<std::string>& files) {
+    std::string out;
+    for (const std::string& f : files) {
+      const uint32_t n = static_cast<uint32_t>(f.size());
+      for (int b = 0; b < 4; ++b) out += static_cast<char>((n >> (8 * b)) & 0xFF);
+      out += f;
+    }
+    return out;
+  };
+  const std::string tok = tg::read_file(kFuzzDir + "/corpus/tokenizer/byte_bpe.json").value();
+  for (const char* type : {"llama", "qwen2"}) {
+    tg::manual_seed(3);
+    tg::LlamaConfig c;
+    c.model_type = type;
+    c.vocab = 300;
+    c.hidden = 8;
+    c.intermediate = 12;
+    c.layers = 1;
+    c.heads = 2;
+    c.kv_heads = 1;
+    c.max_positions = 16;
+    c.attention_bias = std::string(type) == "qwen2";  // Qwen2's config implies its biases
+    tg::LlamaForCausalLM lm(c);
+    const std::string dir = testing::TempDir() + "/hf_seed_" + type;
+    fs::remove_all(dir);
+    lm.save_pretrained(dir).or_throw();
+    const std::string config = tg::read_file(dir + "/config.json").value(), weights = tg::read_file(dir + "/model.safetensors").value();
+    put("hf_folder", std::string(type) + ".bin", parts({config, weights, tok}));
+  }
+  {
+    tg::manual_seed(3);
+    tg::DecoderLM lm({.vocab = 300, .context = 16, .layer = {.d_model = 8, .heads = 2, .d_ff = 16, .activation = tg::Activation::kGeluTanh,
+                                                             .norm_first = true}, .layers = 1});
+    const std::string dir = testing::TempDir() + "/hf_seed_gpt2";
+    fs::remove_all(dir);
+    lm.save_pretrained(dir).or_throw();
+    const std::string config = tg::read_file(dir + "/config.json").value(), weights = tg::read_file(dir + "/model.safetensors").value();
+    put("hf_folder", "gpt2.bin", parts({config, weights, tok}));
+    std::string index = R"({"metadata": {}, "weight_map": {)";
+    const tg::SafetensorsFile parsed = tg::parse_safetensors(weights).value();
+    for (const auto& [name, t] : parsed.tensors)
+      index += (index.back() == '{' ? "\"" : ", \"") + name + "\": \"model-00001-of-00001.safetensors\"";
+    index += "}}";
+    put("hf_folder", "gpt2_sharded.bin", parts({config, weights, tok, index}));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Loaders, FuzzReplay, testing::ValuesIn(target_names()),

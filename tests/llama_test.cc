@@ -213,6 +213,11 @@ TEST(Gpt2, ConfigIsReadAndWhatIsNotImplementedIsRefusedByName) {
   EXPECT_TRUE(refused(R"(, "activation_function": "swish")", {"activation_function", "swish"}));
   EXPECT_TRUE(refused(R"(, "scale_attn_by_inverse_layer_idx": true)", {"scale_attn_by_inverse_layer_idx"}));
   EXPECT_TRUE(refused(R"(, "scale_attn_weights": false)", {"scale_attn_weights"}));
+  // A dropout on the embeddings other than the blocks' is GPT-2's own: read, not refused.
+  auto drops = with(R"(, "embd_pdrop": 0.0, "resid_pdrop": 0.1)");
+  ASSERT_TRUE(drops.ok()) << drops.status().message();
+  EXPECT_EQ(drops->embed_dropout, 0.0);
+  EXPECT_EQ(drops->layer.dropout, 0.1);
   EXPECT_TRUE(refused(R"(, "add_cross_attention": true)", {"add_cross_attention"}));
   EXPECT_TRUE(refused(R"(, "n_head": 3)", {"n_embd 8", "n_head 3"}));
   EXPECT_TRUE(refused(R"(, "model_type": "gpt_neo")", {"model_type", "gpt_neo"}));
@@ -323,6 +328,12 @@ TEST(Llama, ConfigsOfTheFamilyAreReadAndWhatIsNotImplementedIsRefusedByName) {
   EXPECT_TRUE(refused(R"(, "partial_rotary_factor": 0.5)", {"partial_rotary_factor"}));
   EXPECT_TRUE(refused(R"(, "hidden_act": "gelu")", {"hidden_act", "gelu"}));
   EXPECT_TRUE(refused(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0})", {"rope_scaling", "yarn"}));
+  // llama3 scaling without its four fields is refused (transformers does), never given defaults.
+  EXPECT_TRUE(refused(R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0})", {"rope_scaling", "low_freq_factor"}));
+  EXPECT_TRUE(refused(R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})",
+                      {"original_max_position_embeddings"}));
+  EXPECT_TRUE(refused(R"(, "rope_scaling": {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 32})", {"no factor"}));
   EXPECT_TRUE(refused(R"(, "num_key_value_heads": 3)", {"num_key_value_heads 3"}));
   EXPECT_TRUE(refused(R"(, "rms_norm_eps": -1)", {"rms_norm_eps", "-1"}));
   EXPECT_TRUE(refused("", {"model_type", "gpt_neox"}, "gpt_neox"));

@@ -551,12 +551,51 @@ TEST(RunFolder, ALinkLeadingOutOfTheFolderIsRefusedByName) {
   TrainingRun c(1, o);
   EXPECT_FALSE(c.trainer->start(/*overwrite=*/true).ok());
   EXPECT_EQ(slurp(outside), "");
-  // A link that stays inside the folder is followed as before.
+  // A link that stays inside the folder is not followed either where the run writes: metrics.jsonl
+  // (appended in place) is refused by name, and a save never writes through a link (it would
+  // replace what the link points to: model.safetensors -> tokenizer.json).
   fs::remove(o.run_dir + "/metrics.jsonl");
   fs::create_symlink("metrics.real", o.run_dir + "/metrics.jsonl");
   TrainingRun d(1, o);
-  EXPECT_TRUE(d.trainer->resume().ok()) << "a link inside the folder";
+  s = d.trainer->resume();
+  ASSERT_FALSE(s.ok()) << "a link inside the folder";
+  EXPECT_NE(s.message().find("metrics.jsonl: a symbolic link; the log is written in place"), std::string::npos) << s.message();
+  tg::write_file_atomic(o.run_dir + "/tokenizer.json", "{}").or_throw();
+  fs::create_symlink("tokenizer.json", o.run_dir + "/model.safetensors");
+  s = tg::save_module(*d.model, o.run_dir + "/model.safetensors");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("model.safetensors: a symbolic link; a file is never written through a link"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(slurp(o.run_dir + "/tokenizer.json"), "{}");
   fs::remove(outside);
+}
+
+// Files a run writes in place (the lock, metrics.jsonl) are refused when they have other names:
+// the run would change another run's files (cp -al makes such copies).
+TEST(RunFolder, InPlaceFilesWithOtherHardLinksAreRefusedByName) {
+  const Data data;
+  TrainerOptions o{.run_dir = fresh_dir("hardlink"), .max_steps = 2, .eval_at_end = false};
+  { TrainingRun a(1, o); a.fit(data); }
+  const std::string copy = o.run_dir + "_copy.jsonl";
+  fs::remove(copy);
+  fs::create_hard_link(o.run_dir + "/metrics.jsonl", copy);
+  const std::string before = slurp(copy);
+  TrainingRun b(1, o);
+  tg::Status s = b.trainer->resume();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("metrics.jsonl: has 1 other hard link(s)"), std::string::npos) << s.message();
+  EXPECT_EQ(slurp(copy), before);
+  fs::remove(copy);
+  // The lock: a fresh folder whose .lock is another file's second name.
+  const std::string dir = fresh_dir("hardlock"), victim = dir + "_victim.txt";
+  fs::create_directories(dir);
+  tg::write_file_atomic(victim, "precious").or_throw();
+  fs::create_hard_link(victim, dir + "/.lock");
+  s = tg::train::claim_run_dir(dir);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(".lock: has 1 other hard link(s)"), std::string::npos) << s.message();
+  EXPECT_EQ(slurp(victim), "precious");
+  fs::remove(victim);
 }
 
 // A checkpoint whose bytes fail the integrity checks (a flipped byte: its checksum; NaN weights

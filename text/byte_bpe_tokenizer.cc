@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -102,8 +103,25 @@ std::u32string nfc(const std::u32string& in) {
     if (c >= kNfcStable && it != std::end(kDecomp) && it->cp == c) d.append(kDecompPool + it->start, it->length);
     else d += c;
   }
-  for (size_t i = 1; i < d.size(); ++i)  // canonical order: marks sorted by class, stably, between starters
-    for (size_t k = i; k > 0 && ccc_of(d[k]) != 0 && ccc_of(d[k - 1]) > ccc_of(d[k]); --k) std::swap(d[k], d[k - 1]);
+  // Canonical order: each run of marks (non-zero class) sorted by class, stably; n log n in a run's
+  // length, however long a hostile run is.
+  std::vector<std::pair<int, char32_t>> run;
+  for (size_t i = 0; i < d.size();) {
+    if (ccc_of(d[i]) == 0) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    run.clear();
+    for (; end < d.size(); ++end) {
+      const int cc = ccc_of(d[end]);
+      if (cc == 0) break;
+      run.emplace_back(cc, d[end]);
+    }
+    std::stable_sort(run.begin(), run.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t k = 0; k < run.size(); ++k) d[i + k] = run[k].second;
+    i = end;
+  }
   std::u32string out;
   if (d.empty()) return out;
   out += d[0];
@@ -699,6 +717,12 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(const json& j, std::s
       if (used[id] && t->tokens_[id] != content)
         return io_error("{}: added token '{}' has id {}, which the vocabulary gives to '{}'", source, clip_for_message(content), id,
                         clip_for_message(t->tokens_[id]));
+      // Each added token once: a repeated entry would be matched again at every position of a text.
+      if (t->is_added_[id])
+        return io_error("{}: added token '{}' (id {}) is listed twice in added_tokens", source, clip_for_message(content), id);
+      if (auto same = t->vocab_.find(content); same != t->vocab_.end() && t->is_added_[static_cast<size_t>(same->second)])
+        return io_error("{}: added token '{}' is listed twice in added_tokens (ids {} and {})", source, clip_for_message(content),
+                        same->second, id);
       for (const char* key : {"single_word", "lstrip", "rstrip"})
         if (a.contains(key) && !(a[key].is_boolean() && !a[key].get<bool>()))
           return io_error("{}: added token '{}' has {} = {}, which is not supported", source, clip_for_message(content), key,
@@ -824,10 +848,13 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(const json& j, std::s
       return io_error("{}: post_processor '{}' is not supported (ByteLevel or TemplateProcessing)", source, type);
     const json* single = member(*p, "single");
     bool ok = single && single->is_array() && !single->empty() && single->size() <= 2;
-    size_t seq_at = 0;
+    size_t seq_at = SIZE_MAX;
     for (size_t k = 0; ok && k < single->size(); ++k) {
       const json& item = (*single)[k];
       if (item.contains("Sequence")) {
+        // Only "$A" once: "$A $A" (the sequence twice) or "$B" would not be what we produce.
+        const json& seq = item["Sequence"];
+        ok = seq_at == SIZE_MAX && seq.is_object() && seq.contains("id") && seq["id"] == "A";
         seq_at = k;
       } else if (item.contains("SpecialToken") && item["SpecialToken"].contains("id") && item["SpecialToken"]["id"].is_string()) {
         auto it = t->vocab_.find(item["SpecialToken"]["id"].get<std::string>());
@@ -837,7 +864,7 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(const json& j, std::s
         ok = false;
       }
     }
-    if (!ok || (single->size() == 2 && seq_at != 1) || (single->size() == 1 && t->bos_ >= 0))
+    if (!ok || seq_at == SIZE_MAX || (single->size() == 2 && seq_at != 1) || (single->size() == 1 && t->bos_ >= 0))
       return io_error("{}: post_processor template {} is not supported (\"$A\" or \"TOKEN $A\")", source,
                       single ? brief(*single) : "(none)");
   }
@@ -845,6 +872,8 @@ Result<std::unique_ptr<Tokenizer>> ByteBpeTokenizer::parse(const json& j, std::s
 }
 
 }  // namespace
+
+std::u32string nfc_for_tests(const std::u32string& in) { return nfc(in); }
 
 Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer_json(std::string_view bytes, std::string_view source) {
   // Parsed once here; a BPE model is read from it, anything else goes to the WordPiece reader,

@@ -37,6 +37,9 @@ Result<std::unique_ptr<Tokenizer>> train_byte_bpe(const std::vector<std::string>
 // comparison with tokenizers' pre_tokenize_str).
 std::vector<std::string> byte_bpe_pre_tokenize(const Tokenizer& t, std::string_view text);
 
+// Unicode NFC of a text (the Qwen2-style normalizer), for the tests.
+std::u32string nfc_for_tests(const std::u32string& in);
+
 // The piece that stands for a line break when keep_newlines is on: U+2424 SYMBOL FOR NEWLINE.
 inline constexpr std::string_view kNewlinePiece = "\xE2\x90\xA4";
 

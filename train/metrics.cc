@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/error.h"
+#include "io/file.h"
 
 namespace tg::train {
 
@@ -66,12 +67,19 @@ Status cut(int fd, int64_t length, const std::string& path) {
 }  // namespace
 
 Result<Metrics> Metrics::open(const std::string& path, int64_t keep_bytes) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // Appended to and cut in place: never through a symbolic link (O_NOFOLLOW), never a file with
+  // other names (another run's log, after cp -al), never a FIFO or device (O_NONBLOCK, then fstat).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0 && errno == ELOOP)
+    return io_error("{}: a symbolic link; the log is written in place, never through a link (remove the link)", path);
   if (fd < 0) return io_error("{}: cannot open for appending ({})", path, std::strerror(errno));
   Metrics m(path, fd, 0);  // closes fd on every early return
   struct stat st {};
   if (::fstat(fd, &st) != 0) return io_error("{}: cannot stat ({})", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return io_error("{}: not a regular file", path);
+  if (!S_ISREG(st.st_mode)) return io_error("{}: not a regular file ({}): refused", path, file_kind(st.st_mode));
+  if (st.st_nlink > 1)
+    return io_error("{}: has {} other hard link(s) (a copy made with cp -al?); the log is appended to in place, which "
+                    "would change them too: refused (copy the folder with plain cp)", path, st.st_nlink - 1);
   const int64_t size = st.st_size;
   if (keep_bytes >= 0) {
     if (size < keep_bytes)

@@ -14,9 +14,11 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "distributed/dist.h"
+#include "io/file.h"
 #include "train/checkpoint.h"
 
 namespace tg::train {
@@ -51,7 +53,9 @@ std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& d
 }
 
 // A run writes only inside its folder: an entry that is a symbolic link resolving outside it would
-// let whoever prepared the folder make the run append to or replace a file elsewhere.
+// let whoever prepared the folder make the run append to or replace a file elsewhere. (A file a run
+// writes is never a link at all: write_file_atomic refuses one, the lock and metrics.jsonl are
+// opened with O_NOFOLLOW.)
 Status check_no_link_out(const std::string& dir) {
   std::error_code ec;
   const fs::path root = fs::weakly_canonical(dir, ec);
@@ -91,10 +95,19 @@ Status claim_run_dir(const std::string& dir) {
   std::lock_guard<std::mutex> lock(m);
   if (held.count(key)) return {};
   const std::string path = dir + "/.lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0)
     return io_error("{}: cannot open the run folder's lock ({}{})", path, std::strerror(errno),
                     errno == ELOOP ? ": it is a symbolic link" : "");
+  // The lock is written in place (the pid): another name for the same file would be changed too.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
+    const bool linked = S_ISREG(st.st_mode) && st.st_nlink > 1;
+    ::close(fd);
+    return linked ? io_error("{}: has {} other hard link(s) (a copy made with cp -al?); the lock is written in place, which "
+                             "would change them too: refused (delete it; the run makes its own)", path, st.st_nlink - 1)
+                  : io_error("{}: not a regular file ({}): refused", path, file_kind(st.st_mode));
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char buf[32] = {};

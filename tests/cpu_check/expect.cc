@@ -1,7 +1,7 @@
 // The oracle for the cpu_check_refuses test: prints, from CPUID, which of the features that
-// tests/cpu_check/tg_build_config.h lists this CPU lacks, joined as graph/cpu_check.cc joins them
+// tests/cpu_check/tg_build_config.h lists this CPU lacks, joined as graph/cpu_features.cc joins them
 // ("avx512fp16, avx512vp2intersect"), or nothing when it has them all. It does not link
-// graph/cpu_check.cc (whose load-time check would stop it first).
+// graph/cpu_features.cc (whose load-time check would stop it first).
 #include <cstdio>
 
 #include "tg_build_config.h"

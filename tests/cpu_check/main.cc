@@ -1,4 +1,4 @@
-// Linked with graph/cpu_check.cc and tests/cpu_check/tg_build_config.h: main must not be reached
+// Linked with graph/cpu_features.cc and tests/cpu_check/tg_build_config.h: main must not be reached
 // unless this CPU really has every instruction set listed there.
 #include <cstdio>
 

@@ -176,12 +176,45 @@ void sentence_settings(const uint8_t* data, size_t size) {
   if (s.ok() && (s->max_length < 2 || s->max_length > cfg.max_positions)) std::abort();
 }
 
+// A whole Hugging Face decoder folder: the input is parts, each a 4-byte little-endian length and
+// its bytes, written as config.json, model.safetensors, tokenizer.json and (when present)
+// model.safetensors.index.json, the weights then also as model-00001-of-00001.safetensors. What
+// loads runs a few tokens; every refusal is one tg::Error or Status, never a crash or a hang.
+void hf_folder(const uint8_t* data, size_t size) {
+  std::vector<std::string_view> parts;
+  for (size_t at = 0; at + 4 <= size && parts.size() < 4;) {
+    uint32_t n = 0;
+    for (int b = 0; b < 4; ++b) n |= static_cast<uint32_t>(data[at + static_cast<size_t>(b)]) << (8 * b);
+    at += 4;
+    n = static_cast<uint32_t>(std::min<size_t>(n, size - at));
+    parts.push_back(view(data + at, n));
+    at += n;
+  }
+  namespace fs = std::filesystem;
+  const std::string dir = fs::path(as_file("", ".scratch")).parent_path().string() + "/hf";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir);
+  static const char* const kFiles[] = {"/config.json", "/model.safetensors", "/tokenizer.json", "/model.safetensors.index.json"};
+  for (size_t i = 0; i < parts.size(); ++i) write_file_atomic(dir + kFiles[i], parts[i]).or_throw();
+  if (parts.size() == 4) write_file_atomic(dir + "/model-00001-of-00001.safetensors", parts[1]).or_throw();
+  try {
+    Result<std::unique_ptr<CausalLM>> lm = load_causal_lm(dir);
+    if (lm.ok() && (*lm)->vocab_size() >= 2 && (*lm)->max_positions() >= 4)
+      (void)sample(**lm, {0, 1}, {.max_new_tokens = 2, .temperature = 0});
+    Result<std::unique_ptr<text::Tokenizer>> t = text::Tokenizer::load(dir + "/tokenizer.json");
+    if (t.ok()) (void)(*t)->decode((*t)->encode("Hello, wörld \u0301\u0316!"));
+  } catch (const Error&) {  // a refusal by an op (a non-finite logit, a shape): one line, as the programs print
+  }
+}
+
 }  // namespace
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = {
       {"safetensors", safetensors}, {"train_state", train_state}, {"word2vec", word2vec},  {"vocabulary", vocabulary},
       {"tokenizer", tokenizer},     {"readers", readers},         {"gzip", gzip},          {"bert_config", bert_config}, {"sentence_settings", sentence_settings},
+      {"hf_folder", hf_folder},
   };
   return all;
 }
