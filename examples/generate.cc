@@ -82,6 +82,17 @@ int run(int argc, char** argv) {
       i = j + 1;
     }
   } else {
+    // A prompt far past the context is refused before any work that grows with it (normalizing,
+    // matching added tokens, merging): it needs at least bytes / L tokens, L the longest token's
+    // spelling (which is never shorter than the bytes it stands for), and NFC shrinks a text at
+    // most 3 times (Hangul jamo), so 4 L bytes a position is a bound no prompt that fits reaches.
+    size_t longest = 1;
+    for (int64_t id = 0; id < tok->size(); ++id) longest = std::max(longest, tok->token(id).size());
+    const uint64_t cap = 4 * static_cast<uint64_t>(longest) * static_cast<uint64_t>(lm->max_positions());
+    if (o.prompt.size() > cap)
+      tg::cli::fail(fmt::format("{}: the prompt is {} bytes, at least {} tokens; the model takes at most {}",
+                                o.prompt_file.empty() ? "--prompt" : o.prompt_file, o.prompt.size(),
+                                (o.prompt.size() + 4 * longest - 1) / (4 * longest), lm->max_positions()));
     try {
       prompt = tok->encode_pair(o.prompt).ids;
     } catch (const tg::Error& e) {

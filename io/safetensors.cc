@@ -97,18 +97,6 @@ Status bad(const std::string& source, std::string_view what) {
   return io_error("{}: not a valid safetensors file: {}", source, what);
 }
 
-bool as_u64(const json& j, uint64_t& out) {
-  if (j.is_number_unsigned()) {
-    out = j.get<uint64_t>();
-    return true;
-  }
-  if (j.is_number_integer() && j.get<int64_t>() >= 0) {
-    out = static_cast<uint64_t>(j.get<int64_t>());
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string serialize_safetensors(const StateDict& tensors, const Metadata& metadata) {
@@ -155,38 +143,159 @@ struct Index {
   std::map<std::string, std::string> sums;
 };
 
-// A SAX pass over a header: its top-level names in order, refusing a name past kMaxTensorName
-// bytes or given twice (problem says which; the parse then stops).
-struct TopLevelNames : nlohmann::json_sax<json> {
-  std::vector<std::string> keys;
+// One pass over a header's JSON (a SAX reader: no document is built, so a million entries cost
+// what their bytes do): each top-level entry's fields as written, in file order, checked later by
+// parse_header; a name past kMaxTensorName bytes or given twice stops the pass (problem says which).
+struct RawEntry {
+  std::string name;
+  bool is_object = false;                  // the value is an object (else it lacks every field)
+  bool has_dtype = false, has_shape = false, has_offsets = false;
+  bool dtype_is_string = false, shape_is_array = false, offsets_are_array = false;
+  std::string dtype = {};
+  std::vector<std::string> shape = {}, offsets = {};  // each element as JSON text ("3", "-1", "\"x\"")
+  std::vector<uint64_t> shape_u = {}, offsets_u = {};  // the same, where non-negative integers
+  std::vector<char> shape_ok = {}, offsets_ok = {};   // which elements are non-negative integers
+};
+
+struct HeaderReader : nlohmann::json_sax<json> {
+  std::vector<RawEntry> entries;
+  Metadata metadata;
+  bool metadata_seen = false, metadata_is_object = false;
+  std::string metadata_not_string;  // the first metadata key whose value is not a string
   absl::flat_hash_set<std::string> seen;
   std::string problem;
-  int depth = 0;
-  bool key(string_t& k) override {
-    if (depth != 1) return true;
-    if (k.size() > kMaxTensorName) {
-      problem = fmt::format("a tensor name of {} bytes ('{}') exceeds the limit of {} bytes", k.size(),
-                            clip_for_message(k), kMaxTensorName);
-      return false;
+
+  // Where the next value goes.
+  enum class Role { kTop, kEntry, kMetadata, kShape, kOffsets, kIgnored };
+  std::vector<Role> stack;  // open containers
+  enum class Field { kNone, kDtype, kShape, kOffsets, kOther };
+  Field field = Field::kNone;
+  std::string meta_key;
+  bool in_metadata = false;
+
+  RawEntry& cur() { return entries.back(); }
+  Role top() const { return stack.empty() ? Role::kIgnored : stack.back(); }
+
+  // A scalar value (JSON text for messages, and its value when a non-negative integer).
+  bool scalar(const std::string& text, bool is_u64, uint64_t u, const std::string* str) {
+    switch (top()) {
+      case Role::kTop:
+        if (in_metadata) metadata_seen = true;  // __metadata__ given a scalar: not an object
+        return true;                            // an entry given a scalar: is_object stays false
+      case Role::kEntry:
+        if (field == Field::kDtype) {
+          cur().has_dtype = true;
+          cur().dtype_is_string = str != nullptr;
+          if (str) cur().dtype = *str;
+        } else if (field == Field::kShape) {
+          cur().has_shape = true;
+          cur().shape_is_array = false;
+        } else if (field == Field::kOffsets) {
+          cur().has_offsets = true;
+          cur().offsets_are_array = false;
+        }
+        return true;
+      case Role::kMetadata:
+        if (str) metadata[meta_key] = *str;
+        else if (metadata_not_string.empty()) metadata_not_string = meta_key;
+        return true;
+      case Role::kShape:
+        cur().shape.push_back(text);
+        cur().shape_u.push_back(u);
+        cur().shape_ok.push_back(is_u64);
+        return true;
+      case Role::kOffsets:
+        cur().offsets.push_back(text);
+        cur().offsets_u.push_back(u);
+        cur().offsets_ok.push_back(is_u64);
+        return true;
+      case Role::kIgnored: return true;
     }
-    if (!seen.insert(k).second) {
-      problem = fmt::format("tensor '{}' appears twice in the header", clip_for_message(k, 200));
-      return false;
-    }
-    keys.push_back(k);
     return true;
   }
-  bool start_object(std::size_t) override { return ++depth, true; }
-  bool end_object() override { return --depth, true; }
-  bool start_array(std::size_t) override { return ++depth, true; }
-  bool end_array() override { return --depth, true; }
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
+  // A container opens: what it is for.
+  bool open(bool object) {
+    const Role parent = top();
+    Role role = Role::kIgnored;
+    if (stack.empty()) {
+      role = object ? Role::kTop : Role::kIgnored;
+    } else if (parent == Role::kTop) {
+      if (in_metadata) {
+        metadata_seen = true;
+        metadata_is_object = object;
+        role = object ? Role::kMetadata : Role::kIgnored;
+      } else {
+        cur().is_object = object;
+        role = object ? Role::kEntry : Role::kIgnored;
+      }
+    } else if (parent == Role::kEntry) {
+      if (field == Field::kDtype) {
+        cur().has_dtype = true;
+        cur().dtype_is_string = false;
+      } else if (field == Field::kShape) {
+        cur().has_shape = true;
+        cur().shape_is_array = !object;
+        cur().shape.clear(), cur().shape_u.clear(), cur().shape_ok.clear();
+        role = object ? Role::kIgnored : Role::kShape;
+      } else if (field == Field::kOffsets) {
+        cur().has_offsets = true;
+        cur().offsets_are_array = !object;
+        cur().offsets.clear(), cur().offsets_u.clear(), cur().offsets_ok.clear();
+        role = object ? Role::kIgnored : Role::kOffsets;
+      }
+    } else if (parent == Role::kMetadata) {
+      if (metadata_not_string.empty()) metadata_not_string = meta_key;
+    } else if (parent == Role::kShape || parent == Role::kOffsets) {
+      scalar(object ? "{...}" : "[...]", false, 0, nullptr);  // a nested container: not a dimension
+    }
+    stack.push_back(role);
+    return true;
+  }
+  bool close() {
+    stack.pop_back();
+    if (stack.size() == 1) in_metadata = false;
+    return true;
+  }
+
+  bool key(string_t& k) override {
+    if (top() == Role::kTop) {
+      if (k.size() > kMaxTensorName) {
+        problem = fmt::format("a tensor name of {} bytes ('{}') exceeds the limit of {} bytes", k.size(),
+                              clip_for_message(k), kMaxTensorName);
+        return false;
+      }
+      if (!seen.insert(k).second) {
+        problem = fmt::format("tensor '{}' appears twice in the header", clip_for_message(k, 200));
+        return false;
+      }
+      in_metadata = k == "__metadata__";
+      if (!in_metadata) {
+        entries.emplace_back();
+        entries.back().name = k;
+      }
+    } else if (top() == Role::kEntry) {
+      field = k == "dtype" ? Field::kDtype : k == "shape" ? Field::kShape : k == "data_offsets" ? Field::kOffsets : Field::kOther;
+    } else if (top() == Role::kMetadata) {
+      meta_key = k;
+    }
+    return true;
+  }
+  bool start_object(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+  bool null() override { return scalar("null", false, 0, nullptr); }
+  bool boolean(bool v) override { return scalar(v ? "true" : "false", false, 0, nullptr); }
+  bool number_integer(number_integer_t v) override {
+    return scalar(std::to_string(v), v >= 0, v >= 0 ? static_cast<uint64_t>(v) : 0, nullptr);
+  }
+  bool number_unsigned(number_unsigned_t v) override { return scalar(std::to_string(v), true, v, nullptr); }
+  bool number_float(number_float_t, const string_t& text) override { return scalar(text, false, 0, nullptr); }
+  bool string(string_t& v) override {  // as JSON text only where a message may quote it
+    const bool quoted = top() == Role::kShape || top() == Role::kOffsets;
+    return scalar(quoted ? json(v).dump() : std::string(), false, 0, &v);
+  }
+  bool binary(binary_t&) override { return scalar("binary", false, 0, nullptr); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 };
 
@@ -203,57 +312,47 @@ Result<Index> parse_header(std::string_view text, uint64_t data_size, const std:
   if (text.empty() || text.front() != '{') return bad(source, "the header does not start with '{'");
   if (json_depth(text, kMaxDepth) > kMaxDepth) return bad(source, "the header's JSON is nested too deeply");
 
-  // The top-level names in file order, each checked (length, duplicates: a JSON object would
-  // silently keep the last) in one pass over the text; then the values. Both passes are linear in
-  // the header (nlohmann's parser callback would rescan the parent object at every entry).
-  TopLevelNames names;
-  if (!json::sax_parse(text.begin(), text.end(), &names)) {
-    if (!names.problem.empty()) return bad(source, names.problem);
+  HeaderReader h;
+  if (!json::sax_parse(text.begin(), text.end(), &h)) {
+    if (!h.problem.empty()) return bad(source, h.problem);
     return bad(source, "the header is not valid JSON");
   }
-  std::vector<std::string>& top_keys = names.keys;
-  json header = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded()) return bad(source, "the header is not valid JSON");
-  if (!header.is_object()) return bad(source, "the header is not a JSON object");
 
   Index out;
   std::vector<Entry>& entries = out.entries;
-  for (const std::string& name : top_keys) {
-    const json& v = header.at(name);
-    if (name == "__metadata__") {
-      if (!v.is_object()) return bad(source, "__metadata__ is not an object");
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        if (!it.value().is_string())
-          return bad(source, fmt::format("__metadata__ value of '{}' is not a string", it.key()));
-        out.metadata[it.key()] = it.value().get<std::string>();
-      }
-      continue;
-    }
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+  if (h.metadata_seen) {
+    if (!h.metadata_is_object) return bad(source, "__metadata__ is not an object");
+    if (!h.metadata_not_string.empty())
+      return bad(source, fmt::format("__metadata__ value of '{}' is not a string", h.metadata_not_string));
+    out.metadata = std::move(h.metadata);
+  }
+  entries.reserve(h.entries.size());
+  for (RawEntry& r : h.entries) {
+    const std::string& name = r.name;
+    if (!r.is_object || !r.has_dtype || !r.has_shape || !r.has_offsets)
       return bad(source, fmt::format("entry '{}' needs dtype, shape and data_offsets", name));
     Entry e{name, {}, {}, 0, 0};
-    const json& dt = v.at("dtype");
-    if (!dt.is_string()) return bad(source, fmt::format("dtype of '{}' is not a string", name));
-    if (!dtype_info(dt.get<std::string>(), e.type))
+    if (!r.dtype_is_string) return bad(source, fmt::format("dtype of '{}' is not a string", name));
+    if (!dtype_info(r.dtype, e.type))
       return bad(source, fmt::format("tensor '{}' has unsupported dtype {} (supported: F32 F64 F16 BF16 I64 I32 BOOL)",
-                                     name, dt.get<std::string>()));
-    const json& sh = v.at("shape");
-    if (!sh.is_array() || sh.size() > 16)
+                                     name, r.dtype));
+    if (!r.shape_is_array || r.shape.size() > 16)
       return bad(source, fmt::format("shape of '{}' is not an array of at most 16 dimensions", name));
     uint64_t numel = 1, nonzero = 1;  // the product of the non-zero dims must fit int64 too
-    for (const json& d : sh) {
-      uint64_t dim;
-      if (!as_u64(d, dim) || dim > (1ull << 48))
-        return bad(source, fmt::format("shape of '{}' has an invalid dimension {}", name, d.dump()));
+    for (size_t i = 0; i < r.shape.size(); ++i) {
+      const uint64_t dim = r.shape_u[i];
+      if (!r.shape_ok[i] || dim > (1ull << 48))
+        return bad(source, fmt::format("shape of '{}' has an invalid dimension {}", name, r.shape[i]));
       if (dim != 0 && nonzero > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / dim)
         return bad(source, fmt::format("shape of '{}' overflows", name));
       if (dim != 0) nonzero *= dim;
       numel *= dim;
       e.shape.push_back(static_cast<int64_t>(dim));
     }
-    const json& off = v.at("data_offsets");
-    if (!off.is_array() || off.size() != 2 || !as_u64(off[0], e.begin) || !as_u64(off[1], e.end))
+    if (!r.offsets_are_array || r.offsets.size() != 2 || !r.offsets_ok[0] || !r.offsets_ok[1])
       return bad(source, fmt::format("data_offsets of '{}' must be two non-negative integers", name));
+    e.begin = r.offsets_u[0];
+    e.end = r.offsets_u[1];
     if (e.begin > e.end || e.end > data_size)
       return bad(source, fmt::format("tensor '{}' has offsets [{}, {}] outside the {}-byte data section", name, e.begin,
                                      e.end, data_size));
@@ -288,7 +387,7 @@ Result<Index> parse_header(std::string_view text, uint64_t data_size, const std:
       const bool hex = s.value().is_string() && s.value().get<std::string>().size() == 16 &&
                        s.value().get<std::string>().find_first_not_of("0123456789abcdef") == std::string::npos;
       if (!hex) return bad(source, fmt::format("{}: the checksum of '{}' is {}, not 16 hex digits", what, s.key(), s.value().dump()));
-      if (!names.seen.count(s.key()) || s.key() == "__metadata__")
+      if (!h.seen.count(s.key()) || s.key() == "__metadata__")
         return bad(source, fmt::format("{} names '{}', which is not a tensor of the file", what, s.key()));
       out.sums[s.key()] = s.value().get<std::string>();
     }

@@ -241,6 +241,9 @@ expect_error "--prompt_ids: '999' is not a token id in \[0, 320)" "$BIN/generate
 expect_error "no_model/config.json" "$BIN/generate" --model "$TMP/no_model" --prompt hi
 printf 'ok\nab\xffc' >"$TMP/bad_prompt.txt"
 expect_error "bad_prompt.txt: .*line 2, column 3" "$BIN/generate" --model "$DEC/gpt2" --prompt_file "$TMP/bad_prompt.txt"
+head -c 2000000 /dev/zero | tr '\0' 'a' >"$TMP/long_prompt.txt"  # far past the context: refused before it is encoded
+expect_error "long_prompt.txt: the prompt is 2000000 bytes, at least .* tokens; the model takes at most" \
+  "$BIN/generate" --model "$DEC/llama" --prompt_file "$TMP/long_prompt.txt"
 expect_error "--top_p: must be in" "$BIN/generate" --model "$DEC/gpt2" --prompt hi --top_p 0
 for m in llama qwen2 llama3 gpt2; do
   if "$BIN/generate" --model "$DEC/$m" --prompt "To be, or not to be" --max_new_tokens 48 --seed 7 --threads 1 >"$TMP/gen1" 2>"$TMP/err" &&
