@@ -146,6 +146,16 @@ TEST(HostileFiles, NonFiniteLogitsStopGenerationNamingTheStep) {
   EXPECT_TRUE(tgt::throws_with([&] { tg::sample(lm, {1, 2, 3}, {.max_new_tokens = 4, .temperature = 0}); },
                           {"sample", "step 0", "logits are not finite"}));
   EXPECT_TRUE(tgt::throws_with([&] { tg::sample(lm, {1, 2, 3}, {.max_new_tokens = 4, .temperature = 1}); }, {"not finite"}));
+  // The translator's decoders (greedy, beam search) likewise: an infinite weight in the encoder.
+  tg::Transformer tr({.src_vocab = 8, .tgt_vocab = 8, .layer = {.d_model = 8, .heads = 2, .d_ff = 16}, .encoder_layers = 1,
+                      .decoder_layers = 1, .max_len = 16});
+  {
+    tg::NoGradGuard ng;
+    tr.named_parameters().front().second.fill_(INFINITY);
+  }
+  const tg::Tensor src = tg::from_vector(std::vector<int64_t>{3, 4, 5}, {1, 3});
+  EXPECT_TRUE(tgt::throws_with([&] { tg::greedy_decode(tr, src, {.max_len = 4}); }, {"greedy_decode", "step 0", "not finite"}));
+  EXPECT_TRUE(tgt::throws_with([&] { tg::beam_search(tr, src, {.max_len = 4, .beam_size = 2}); }, {"beam_search", "step 0", "not finite"}));
 }
 
 }  // namespace
