@@ -17,6 +17,8 @@
 #include "distributed/grad_sync.h"
 #include "distributed/word2vec_sync.h"
 #include "graph/build_info.h"
+#include "graph/cuda.h"
+#include "graph/device.h"
 #include "graph/factory.h"
 #include "graph/format.h"
 #include "graph/node.h"

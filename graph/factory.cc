@@ -1,7 +1,10 @@
 #include "graph/factory.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
+#include "graph/cuda/runtime.h"
 #include "graph/random.h"
 
 namespace tg {
@@ -27,22 +30,36 @@ void check_random_dtype(DType d, const char* op) {
 }  // namespace
 
 void fill_(const Tensor& t, double value) {
+  if (t.is_cuda()) {  // the element's bits, converted on the host, written by one kernel
+    Tensor one = Tensor::empty(Shape{}, t.dtype());
+    fill_with(one, [value](int64_t) { return value; });
+    uint64_t bits = 0;
+    std::memcpy(&bits, one.raw_data(), dtype_size(t.dtype()));
+    const size_t elem = dtype_size(t.dtype());
+    char* dst = static_cast<char*>(t.impl().storage->data()) + t.impl().offset * static_cast<int64_t>(elem);
+    cuda_rt::fill_pattern(t.device().index, dst, static_cast<size_t>(t.numel()), static_cast<int>(elem), bits, "fill");
+    return;
+  }
   fill_with(t, [value](int64_t) { return value; });
 }
 
 Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype); }
+Tensor empty(const Shape& shape, DType dtype, Device device) { return Tensor::empty(shape, dtype, device); }
 
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype);
+Tensor full(const Shape& shape, double value, DType dtype) { return full(shape, value, dtype, kCPU); }
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = Tensor::empty(shape, dtype, device);
   fill_(t, value);
   return t;
 }
 Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 Tensor scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
 
 Tensor arange(double start, double end, double step, DType dtype) {
   TG_CHECK(step != 0, "arange", "step must be non-zero");

@@ -1,5 +1,7 @@
 #pragma once
 // Tensor factories: constants, ranges, literals and random tensors (seeded by tg::manual_seed).
+// The constants take a device; *_like follow their input's device and dtype. Ranges, literals and
+// random tensors are made on the CPU (so a seed gives the same numbers everywhere): .to(device).
 #include <initializer_list>
 #include <vector>
 
@@ -11,6 +13,10 @@ Tensor empty(const Shape& shape, DType dtype = kFloat32);  // uninitialised
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+Tensor empty(const Shape& shape, DType dtype, Device device);
+Tensor zeros(const Shape& shape, DType dtype, Device device);
+Tensor ones(const Shape& shape, DType dtype, Device device);
+Tensor full(const Shape& shape, double value, DType dtype, Device device);
 Tensor scalar(double value, DType dtype = kFloat32);  // rank 0
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
@@ -35,7 +41,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat
 Tensor normal(const Shape& shape, double mean, double stddev, DType dtype = kFloat32);
 Tensor randint(int64_t low, int64_t high, const Shape& shape);            // int64 in [low, high)
 
-// Fills an existing tensor in place (used by initialisers).
+// Fills an existing tensor in place (used by initialisers), on its device.
 void fill_(const Tensor& t, double value);
 
 }  // namespace tg

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "graph/device_memory_internal.h"
+
 namespace tg {
 namespace {
 
@@ -99,7 +101,9 @@ struct Printer {
 
 std::string to_string(const Tensor& t) {
   if (!t.defined()) return "tensor(undefined)";
-  Printer p{t, t.numel() > kElideAbove, {}, "", 0};
+  // A GPU tensor prints from a host copy of its values (as PyTorch's does), and says where it is.
+  const Tensor host = t.is_cuda() ? detail::copy_to_device(t, kCPU, "print") : t;
+  Printer p{host, t.numel() > kElideAbove, {}, "", 0};
   p.choose();
   p.visit(0, 0, [&](int64_t i) { p.width = std::max(p.width, p.one(i).size()); });
   std::string out = "tensor(";
@@ -107,6 +111,7 @@ std::string to_string(const Tensor& t) {
   else p.body(out, 0, 0, 7);
   bool extra = false;
   if (t.dim() > 0 && t.numel() == 0) { out += fmt::format(", size={}", t.shape()); extra = true; }
+  if (t.is_cuda()) out += fmt::format(", device='{}'", t.device());
   if (t.dtype() != kFloat32 && t.dtype() != kInt64) out += fmt::format(", dtype={}", t.dtype());
   if (t.requires_grad()) {
     if (!t.is_leaf()) out += fmt::format(", grad_fn=<{}>", t.grad_fn_name());

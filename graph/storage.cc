@@ -1,5 +1,6 @@
 #include "graph/storage.h"
 
+#include "graph/device_memory_internal.h"
 #include "graph/pool.h"
 
 #include <algorithm>
@@ -122,7 +123,10 @@ void Storage::set_derived(int slot, uint64_t key, std::shared_ptr<const void> va
   derived_key_[slot] = key;
 }
 
-Storage::Storage(size_t nbytes) : nbytes_(round_size(nbytes == 0 ? 1 : nbytes)) {
+Storage::Storage(size_t nbytes) { allocate_host(nbytes); }
+
+void Storage::allocate_host(size_t nbytes) {
+  nbytes_ = round_size(nbytes == 0 ? 1 : nbytes);
   data_ = nullptr;
   if (nbytes_ <= kInlineBytes) {
     data_ = small_;
@@ -157,7 +161,19 @@ Storage::Storage(size_t nbytes) : nbytes_(round_size(nbytes == 0 ? 1 : nbytes)) 
   raise_max(g_high_water, live);
 }
 
+Storage::Storage(size_t nbytes, Device device) : data_(nullptr), nbytes_(0), device_(device) {
+  if (device.is_cpu()) {
+    allocate_host(nbytes);
+    return;
+  }
+  data_ = detail::device_allocate(device.index, nbytes, &nbytes_, "allocate");
+}
+
 Storage::~Storage() {
+  if (device_.is_cuda()) {
+    detail::device_free(device_.index, data_, nbytes_);
+    return;
+  }
   g_live.fetch_sub(nbytes_, std::memory_order_relaxed);
   if (data_ == small_) return;
   if (nbytes_ < kCacheMin) {
@@ -178,6 +194,10 @@ Storage::~Storage() {
 
 std::shared_ptr<Storage> make_storage(size_t nbytes) {
   return std::allocate_shared<Storage>(detail::PoolAllocator<Storage>{}, nbytes);
+}
+std::shared_ptr<Storage> make_storage(size_t nbytes, Device device) {
+  if (device.is_cpu()) return make_storage(nbytes);
+  return std::allocate_shared<Storage>(detail::PoolAllocator<Storage>{}, nbytes, device);
 }
 
 size_t storage_cache_bytes() {

@@ -5,10 +5,15 @@
 // fresh pages on every step. The cache never holds more than storage_cache_limit() bytes: by
 // default the most bytes tensors have held at once in this process (at least 64 MiB), so memory
 // stays within about twice what the work itself needs; buffers freed past it go back to the system.
+//
+// A storage on a GPU (device().is_cuda()) holds a device pointer from that GPU's caching allocator
+// (graph/device_memory_internal.h); its data() may not be read on the host.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+#include "device.h"
 
 namespace tg {
 
@@ -17,11 +22,13 @@ class Storage {
   // Tensors of up to kInlineBytes keep their data inside the Storage object itself.
   static constexpr size_t kInlineBytes = 64;
   explicit Storage(size_t nbytes);
+  Storage(size_t nbytes, Device device);  // on a GPU: from its caching allocator
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
 
   // Counts in-place writes made through tapegrad (Tensor::add_/mul_/fill_/copy_, optimizer steps,
   // loading a state dict), so that values derived from the data know when they are stale. Writes
@@ -37,8 +44,10 @@ class Storage {
   void set_derived(int slot, uint64_t key, std::shared_ptr<const void> value) const;
 
  private:
-  void* data_;
-  size_t nbytes_;
+  void allocate_host(size_t nbytes);
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
   std::atomic<uint64_t> version_{0};
   mutable std::atomic<bool> derived_lock_{false};
   mutable uint64_t derived_key_[2] = {0, 0};
@@ -47,6 +56,7 @@ class Storage {
 };
 
 std::shared_ptr<Storage> make_storage(size_t nbytes);
+std::shared_ptr<Storage> make_storage(size_t nbytes, Device device);
 
 // Bytes currently held by the cache, its limit, and a way to empty it. set_storage_cache_limit
 // fixes the limit (0: no cache); kStorageCacheAuto restores the default, which follows the work.

@@ -2,7 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <string_view>
 
+#include "graph/cuda/runtime.h"
+#include "graph/device_memory_internal.h"
 #include "graph/node.h"
 #include "graph/pool.h"
 
@@ -19,6 +23,74 @@ void fail_unsupported_dtype(const char* op, DType d) {
   fail(op, "dtype {} is not supported (expected float32 or float64{})", d,
        d == DType::kBFloat16 ? "; bfloat16 tensors take to, copies, comparisons, add/sub/mul/div, embedding and matmul" : "");
 }
+
+// "tg::Tensor tg::softmax(const tg::Tensor&, int64_t)" -> "tg::softmax"; a lambda's or template's
+// own decorations go too, so the message names the function a reader knows.
+std::string caller_name(const std::source_location& where) {
+  std::string_view f = where.function_name();
+  int depth = 0;
+  size_t open = std::string_view::npos;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == '<') ++depth;
+    if (f[i] == '>' && depth > 0) --depth;
+    if (f[i] == '(' && depth == 0) {
+      open = i;
+      break;
+    }
+  }
+  std::string_view head = f.substr(0, open);
+  int d = 0;
+  size_t start = 0;
+  for (size_t i = head.size(); i-- > 0;) {  // the last space outside template brackets
+    if (head[i] == '>') ++d;
+    if (head[i] == '<' && d > 0) --d;
+    if (head[i] == ' ' && d == 0) {
+      start = i + 1;
+      break;
+    }
+  }
+  std::string_view file = where.file_name();
+  const size_t slash = file.find_last_of('/');
+  if (slash != std::string_view::npos && slash > 0) {
+    const size_t parent = file.find_last_of('/', slash - 1);
+    file = file.substr(parent == std::string_view::npos ? 0 : parent + 1);
+  }
+  return fmt::format("{} ({}:{})", head.substr(start), file, where.line());
+}
+
+void fail_host_read(const std::source_location& where, Device device) {
+  fail(caller_name(where), "reads the host memory of a tensor on {}, which it cannot (copy it with .to(tg::kCPU) "
+       "first; an op of tapegrad that says this has no GPU path yet)", device);
+}
+void fail_device_read(const std::source_location& where, Device device) {
+  fail(caller_name(where), "asks for the GPU pointer of a tensor on {} (move it with .to(tg::Device::cuda()) first)",
+       device);
+}
+
+Tensor copy_to_device(const Tensor& x, Device to, const char* op) {
+  const Device from = x.device();
+  for (Device d : {from, to}) {
+    if (d.is_cuda()) cuda_rt::use_device(d.index, op);  // no GPU: one line naming op, before allocating
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), to);
+  const size_t bytes = static_cast<size_t>(x.numel()) * dtype_size(x.dtype());
+  const void* src = static_cast<const char*>(x.impl().storage->data()) +
+                    x.impl().offset * static_cast<int64_t>(dtype_size(x.dtype()));
+  void* dst = out.impl().storage->data();
+  if (from.is_cpu() && to.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+  } else if (from.is_cpu()) {
+    cuda_rt::copy_to_device(to.index, dst, src, bytes, op);
+  } else if (to.is_cpu()) {
+    cuda_rt::copy_to_host(from.index, dst, src, bytes, op);
+  } else {
+    TG_CHECK(from.index == to.index, op, "copies between two GPUs ({} to {}) are not supported; go through the CPU",
+             from, to);
+    cuda_rt::copy_on_device(to.index, dst, src, bytes, op);
+  }
+  return out;
+}
+
 }  // namespace detail
 
 
@@ -35,16 +107,28 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  if (device.is_cpu()) return empty(shape, dtype);
+  for (int64_t d : shape) TG_CHECK(d >= 0, "empty", "negative dimension {} in shape {}", d, shape);
+  auto impl = make_tensor_impl();
+  impl->storage = make_storage(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
 int64_t Tensor::size(int64_t d) const {
   return shape()[normalize_axis(d, dim(), "size")];
 }
 
-void* Tensor::raw_data() const {
+void* Tensor::raw_data(std::source_location where) const {
+  if (!device().is_cpu()) [[unlikely]] detail::fail_host_read(where, device());
   return static_cast<char*>(impl().storage->data()) + impl().offset * static_cast<int64_t>(dtype_size(dtype()));
 }
 
 double Tensor::item() const {
   TG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape {} ({} elements)", shape(), numel());
+  if (is_cuda()) return detail::copy_to_device(*this, kCPU, "item").item();
   switch (dtype()) {
     case DType::kFloat32: return *data<float>();
     case DType::kFloat64: return *data<double>();
@@ -57,6 +141,7 @@ double Tensor::item() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  if (is_cuda()) return detail::copy_to_device(*this, kCPU, "to_vector").to_vector<T>();
   std::vector<T> out(static_cast<size_t>(numel()));
   auto copy = [&](auto* p) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);

@@ -4,10 +4,14 @@
 //
 // Every tensor is contiguous and row-major: movement ops other than reshape/view produce copies,
 // so every kernel walks plain arrays. reshape/view/flatten/squeeze/unsqueeze share storage.
+//
+// A tensor lives on a device (graph/device.h): the CPU or a GPU. data<T>() reads the host copy and
+// refuses a GPU tensor, naming the function that asked; cuda_data<T>() is a GPU tensor's pointer.
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -26,6 +30,8 @@ namespace detail {
 [[noreturn]] void fail_undefined_tensor();
 [[noreturn]] void fail_wrong_dtype(DType have, DType want);
 [[noreturn]] void fail_unsupported_dtype(const char* op, DType d);
+[[noreturn]] void fail_host_read(const std::source_location& where, Device device);
+[[noreturn]] void fail_device_read(const std::source_location& where, Device device);
 }  // namespace detail
 
 struct TensorImpl;
@@ -63,6 +69,7 @@ class Tensor {
 
   // A fresh, uninitialised contiguous tensor.
   static Tensor empty(const Shape& shape, DType dtype = kFloat32);
+  static Tensor empty(const Shape& shape, DType dtype, Device device);
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl().shape; }
@@ -70,10 +77,17 @@ class Tensor {
   int64_t size(int64_t d) const;
   int64_t numel() const { return shape().numel(); }
   DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  bool is_cuda() const { return device().is_cuda(); }
 
-  // Raw element access (checked dtype). The pointer already includes the view's offset.
-  template <class T> T* data() const;
-  void* raw_data() const;
+  // Raw element access (checked dtype). The pointer already includes the view's offset. data<T>()
+  // and raw_data() are host memory: on a GPU tensor they throw, naming the function that asked.
+  template <class T> T* data(std::source_location where = std::source_location::current()) const;
+  void* raw_data(std::source_location where = std::source_location::current()) const;
+  // A GPU tensor's device pointer, for kernels of your own (graph/cuda.h: stream()); throws on a
+  // CPU tensor.
+  template <class T> T* cuda_data(std::source_location where = std::source_location::current()) const;
+  // Copies to the host where the tensor is on a GPU (waiting for the work queued before).
   double item() const;                 // a one-element tensor's value, as double
   template <class T> T item() const { return static_cast<T>(item()); }
   template <class T> std::vector<T> to_vector() const;  // converts from any dtype
@@ -122,6 +136,9 @@ class Tensor {
   Tensor mean() const;
   Tensor mean(std::initializer_list<int64_t> axes, bool keepdim = false) const;
   Tensor to(DType d) const;
+  // A copy on `device` (this tensor itself when it is there already); gradients flow back to this
+  // device. The one way a tensor changes device: no op copies behind your back.
+  Tensor to(Device device) const;
   Tensor clone() const;
   Tensor contiguous() const { return *this; }
 
@@ -137,9 +154,19 @@ class Tensor {
 };
 
 template <class T>
-T* Tensor::data() const {
+T* Tensor::data(std::source_location where) const {
   if (dtype() != dtype_of<T>()) [[unlikely]] detail::fail_wrong_dtype(dtype(), dtype_of<T>());
-  return static_cast<T*>(impl().storage->data()) + impl().offset;
+  const Storage& s = *impl().storage;
+  if (!s.device().is_cpu()) [[unlikely]] detail::fail_host_read(where, s.device());
+  return static_cast<T*>(s.data()) + impl().offset;
+}
+
+template <class T>
+T* Tensor::cuda_data(std::source_location where) const {
+  if (dtype() != dtype_of<T>()) [[unlikely]] detail::fail_wrong_dtype(dtype(), dtype_of<T>());
+  const Storage& s = *impl().storage;
+  if (!s.device().is_cuda()) [[unlikely]] detail::fail_device_read(where, s.device());
+  return static_cast<T*>(s.data()) + impl().offset;
 }
 
 // Calls f with a typed null pointer for the dtype: DISPATCH_FLOAT(t.dtype(), "op", [&](auto tag) {

@@ -2,7 +2,30 @@
 
 #include <algorithm>
 
+#include "ops/op_util.h"
+
 namespace tg {
+
+void detail::fail_two_devices(const char* op, const char* a_name, Device a, const char* b_name, Device b) {
+  fail(op, "the {} is on {} and the {} on {}; an op takes tensors on one device (move one with .to(device))", a_name,
+       a, b_name, b);
+}
+
+cuda_ops::StridedPlan detail::gpu_plan(const char* op, const Shape& out, std::initializer_list<Shape> inputs) {
+  const int64_t* shapes[cuda_ops::StridedPlan::kMaxInputs] = {};
+  int ranks[cuda_ops::StridedPlan::kMaxInputs] = {};
+  int n = 0;
+  for (const Shape& s : inputs) {
+    shapes[n] = s.data();
+    ranks[n] = static_cast<int>(s.rank());
+    ++n;
+  }
+  cuda_ops::StridedPlan p;
+  TG_CHECK(cuda_ops::make_strided_plan(static_cast<int>(out.rank()), out.data(), n, shapes, ranks, &p), op,
+           "broadcasting to shape {} leaves more than {} dimensions for the GPU kernel; reshape the inputs to fewer",
+           out, cuda_ops::StridedPlan::kMaxDims);
+  return p;
+}
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   int64_t r = std::max(a.rank(), b.rank());

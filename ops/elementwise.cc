@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/cuda/runtime.h"
+#include "graph/device_memory_internal.h"
 #include "graph/factory.h"
 #include "ops/kernels/bf16.h"
 #include "ops/op_util.h"
@@ -24,6 +26,7 @@ namespace {
 std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b, const char* op) {
   detail::check_defined(a, op, "first input");
   detail::check_defined(b, op, "second input");
+  detail::check_same_device(op, a, "first input", b, "second input");
   if (a.dtype() == b.dtype()) {
     TG_CHECK(is_floating(a.dtype()), op, "expected float32 or float64 tensors, got {} of shape {} and {} of shape {}",
              a.dtype(), a.shape(), b.dtype(), b.shape());
@@ -49,7 +52,7 @@ Tensor affine(const char* op, const Tensor& x, double alpha, double beta) {
   Tensor out = unary_forward(op, x, [&](auto t) {
     using T = decltype(t);
     return k::Affine<T>{static_cast<T>(alpha), static_cast<T>(beta)};
-  });
+  }, cuda_ops::math::Unary::kAffine, alpha, beta);
   return record(op, out, {x}, [alpha](const Tensor& g, const Node&) {
     return Grads{alpha == 1.0 ? g : mul(g, alpha)};
   });
@@ -65,7 +68,7 @@ Tensor as_float_mask(const Tensor& m, const Tensor& like) { return to(m, like.dt
 Tensor add(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "add");
   if (a.dtype() == kBFloat16) return via_float32(add, a, b);
-  Tensor out = binary_forward("add", a, b, k::Add{});
+  Tensor out = binary_forward("add", a, b, k::Add{}, cuda_ops::math::Binary::kAdd);
   return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
     return Grads{n.needs(0) ? sum_to(g, sa) : Tensor(), n.needs(1) ? sum_to(g, sb) : Tensor()};
   });
@@ -74,7 +77,7 @@ Tensor add(const Tensor& a0, const Tensor& b0) {
 Tensor sub(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "sub");
   if (a.dtype() == kBFloat16) return via_float32(sub, a, b);
-  Tensor out = binary_forward("sub", a, b, k::Sub{});
+  Tensor out = binary_forward("sub", a, b, k::Sub{}, cuda_ops::math::Binary::kSub);
   return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
     return Grads{n.needs(0) ? sum_to(g, sa) : Tensor(), n.needs(1) ? sum_to(neg(g), sb) : Tensor()};
   });
@@ -83,7 +86,7 @@ Tensor sub(const Tensor& a0, const Tensor& b0) {
 Tensor mul(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "mul");
   if (a.dtype() == kBFloat16) return via_float32(mul, a, b);
-  Tensor out = binary_forward("mul", a, b, k::Mul{});
+  Tensor out = binary_forward("mul", a, b, k::Mul{}, cuda_ops::math::Binary::kMul);
   return record("mul", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     return Grads{n.needs(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
                  n.needs(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
@@ -93,7 +96,7 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
 Tensor div(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "div");
   if (a.dtype() == kBFloat16) return via_float32(div, a, b);
-  Tensor out = binary_forward("div", a, b, k::Div{});
+  Tensor out = binary_forward("div", a, b, k::Div{}, cuda_ops::math::Binary::kDiv);
   return record("div", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     Tensor gb;  // d(a/b)/db = -a / b^2
     if (n.needs(1)) gb = sum_to(neg(div(mul(g, a), mul(b, b))), b.shape());
@@ -103,7 +106,7 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
 
 Tensor pow(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promote(a0, b0, "pow");
-  Tensor out = binary_forward("pow", a, b, k::Pow{});
+  Tensor out = binary_forward("pow", a, b, k::Pow{}, cuda_ops::math::Binary::kPow);
   return record("pow", out, {a, b}, [a = a, b = b](const Tensor& g, const Node& n) {
     Tensor ga, gb;
     if (n.needs(0)) ga = sum_to(mul(g, mul(b, pow(a, sub(b, 1.0)))), a.shape());
@@ -116,7 +119,8 @@ namespace {
 // Gradient of maximum/minimum: to a where a wins, to b where b wins, half each on ties.
 Tensor extremum(const char* op, const Tensor& a0, const Tensor& b0, bool is_max) {
   auto [a, b] = promote(a0, b0, op);
-  Tensor out = is_max ? binary_forward(op, a, b, k::Max{}) : binary_forward(op, a, b, k::Min{});
+  Tensor out = is_max ? binary_forward(op, a, b, k::Max{}, cuda_ops::math::Binary::kMax)
+                      : binary_forward(op, a, b, k::Min{}, cuda_ops::math::Binary::kMin);
   return record(op, out, {a, b}, [a = a, b = b, is_max](const Tensor& g, const Node& n) {
     Tensor wins = as_float_mask(is_max ? gt(a, b) : lt(a, b), g);
     Tensor ties = as_float_mask(eq(a, b), g);
@@ -142,7 +146,8 @@ Tensor div(double a, const Tensor& b) { return a == 1.0 ? reciprocal(b) : mul(re
 Tensor neg(const Tensor& x) { return affine("neg", x, -1.0, 0.0); }
 
 Tensor pow(const Tensor& a, double p) {
-  Tensor out = unary_forward("pow", a, [&](auto t) { return k::PowScalar<decltype(t)>{static_cast<decltype(t)>(p)}; });
+  Tensor out = unary_forward("pow", a, [&](auto t) { return k::PowScalar<decltype(t)>{static_cast<decltype(t)>(p)}; },
+                             cuda_ops::math::Unary::kPowScalar, p);
   return record("pow", out, {a}, [a, p](const Tensor& g, const Node&) {
     if (p == 0.0) return Grads{zeros_like(g)};
     if (p == 1.0) return Grads{g};
@@ -156,7 +161,7 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
   Tensor out = unary_forward("clamp", a, [&](auto t) {
     using T = decltype(t);
     return k::Clamp<T>{static_cast<T>(lo), static_cast<T>(hi)};
-  });
+  }, cuda_ops::math::Unary::kClamp, lo, hi);
   return record("clamp", out, {a}, [a, lo, hi](const Tensor& g, const Node&) {
     // The gradient passes where lo <= a <= hi (as torch.clamp).
     Tensor inside = logical_and(ge(a, lo), le(a, hi));
@@ -168,7 +173,7 @@ Tensor minimum(const Tensor& a, double b) { return clamp(a, -std::numeric_limits
 
 // ---- Unary ---------------------------------------------------------------------------------
 
-#define TG_UNARY(name, Functor) unary_forward(#name, x, [](auto) { return k::Functor{}; })
+#define TG_UNARY(name, Functor) unary_forward(#name, x, [](auto) { return k::Functor{}; }, cuda_ops::math::Unary::k##Functor)
 
 Tensor exp(const Tensor& x) {
   return record("exp", TG_UNARY(exp, Exp), {x}, [](const Tensor& g, const Node& n) {
@@ -245,7 +250,8 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
   return record("gelu", out, {x}, [x, tanh_form](const Tensor& g0, const Node&) {
     Tensor g = to(g0, x.dtype());
     if (!grad_enabled()) {
-      return Grads{tanh_form ? binary_forward("gelu", g, x, k::GeluTanhGrad{}) : binary_forward("gelu", g, x, k::GeluErfGrad{})};
+      return Grads{tanh_form ? binary_forward("gelu", g, x, k::GeluTanhGrad{}, cuda_ops::math::Binary::kGeluTanhGrad)
+                             : binary_forward("gelu", g, x, k::GeluErfGrad{}, cuda_ops::math::Binary::kGeluErfGrad)};
     }
     return Grads{grad_of_gelu(g, x, tanh_form ? GeluApprox::kTanh : GeluApprox::kNone)};
   });
@@ -268,9 +274,17 @@ Tensor grad_of_gelu(const Tensor& g, const Tensor& x, GeluApprox approx) {
 
 Tensor clone(const Tensor& x) {
   detail::check_defined(x, "clone");
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  std::memcpy(out.raw_data(), x.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype()));
+  Tensor out = x.is_cuda() ? detail::copy_to_device(x, x.device(), "clone") : Tensor::empty(x.shape(), x.dtype());
+  if (!x.is_cuda()) std::memcpy(out.raw_data(), x.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype()));
   return record("clone", out, {x}, [](const Tensor& g, const Node&) { return Grads{g}; });
+}
+
+Tensor to(const Tensor& x, Device device) {
+  detail::check_defined(x, "to");
+  if (x.device() == device) return x;
+  Tensor out = detail::copy_to_device(x, device, "to");
+  if (!is_floating(x.dtype())) return out;
+  return record("to", out, {x}, [from = x.device()](const Tensor& g, const Node&) { return Grads{to(g, from)}; });
 }
 
 namespace {
@@ -300,6 +314,18 @@ uint16_t* bf16_bits(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data
 // x's values converted into out (same shape), any dtypes; bfloat16 goes through float32.
 void convert_into(const Tensor& x, const Tensor& out) {
   const int64_t n = x.numel();
+  if (x.is_cuda()) {  // one kernel for any pair of dtypes, with the CPU's rounding
+    cuda_ops::CastArgs args;
+    args.device = x.device().index;
+    args.op = "to";
+    args.from = detail::gpu_scalar(x.dtype());
+    args.to = detail::gpu_scalar(out.dtype());
+    args.x = detail::gpu_ptr(x);
+    args.out = detail::gpu_ptr(out);
+    args.n = n;
+    cuda_ops::cast(args);
+    return;
+  }
   if (x.dtype() == kBFloat16) {
     Tensor f = out.dtype() == kFloat32 ? out : Tensor::empty(x.shape(), kFloat32);
     k::bf16_to_float(bf16_bits(x), f.data<float>(), n);
@@ -319,7 +345,7 @@ void convert_into(const Tensor& x, const Tensor& out) {
 Tensor to(const Tensor& x, DType dtype) {
   detail::check_defined(x, "to");
   if (x.dtype() == dtype) return x;
-  Tensor out = Tensor::empty(x.shape(), dtype);
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
   convert_into(x, out);
   if (!is_floating(dtype) || !is_floating(x.dtype())) return out;
   return record("to", out, {x}, [from = x.dtype()](const Tensor& g, const Node&) { return Grads{to(g, from)}; });
@@ -343,7 +369,22 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   detail::check_defined(other, "add_", "other");
   TG_CHECK(broadcast_shapes(shape(), other.shape(), "add_") == shape(), "add_",
            "other of shape {} does not broadcast to this tensor's shape {}", other.shape(), shape());
+  detail::check_same_device("add_", *this, "tensor", other, "other");
   Tensor o = tg::to(other.detach(), dtype());
+  if (is_cuda()) {  // self = self + alpha * other, in place (each output element reads its own self)
+    if (alpha != 1.0) o = tg::mul(o, alpha);
+    cuda_ops::BinaryArgs args;
+    args.device = device().index;
+    args.op = "add_";
+    args.f = cuda_ops::math::Binary::kAdd;
+    args.type = detail::gpu_scalar(dtype());
+    args.plan = detail::gpu_plan("add_", shape(), {shape(), o.shape()});
+    args.in[0] = detail::gpu_ptr(*this);
+    args.in[1] = detail::gpu_ptr(o);
+    args.out = detail::gpu_ptr(*this);
+    cuda_ops::binary(args);
+    return *this;
+  }
   BroadcastPlan p = make_broadcast_plan(shape(), {shape(), o.shape()});
   dispatch_float(dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
@@ -366,6 +407,11 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 Tensor& Tensor::mul_(double s) {
   check_inplace(*this, "mul_");
   detail::check_float(*this, "mul_");
+  if (is_cuda()) {
+    cuda_ops::unary({device().index, "mul_", cuda_ops::math::Unary::kAffine, detail::gpu_scalar(dtype()),
+                     detail::gpu_ptr(*this), detail::gpu_ptr(*this), numel(), s, 0.0});
+    return *this;
+  }
   dispatch_float(dtype(), "mul_", [&](auto tag) {
     using T = decltype(tag);
     k::unary(data<T>(), data<T>(), numel(), k::Affine<T>{static_cast<T>(s), T(0)});
@@ -383,7 +429,13 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_inplace(*this, "copy_");
   detail::check_defined(src, "copy_", "source");
   TG_CHECK(src.shape() == shape(), "copy_", "source shape {} differs from this tensor's shape {}", src.shape(), shape());
+  detail::check_same_device("copy_", *this, "tensor", src, "source");
   Tensor s = tg::to(src.detach(), dtype());
+  if (is_cuda()) {
+    cuda_rt::copy_on_device(device().index, detail::gpu_ptr(*this), detail::gpu_ptr(s),
+                            static_cast<size_t>(numel()) * dtype_size(dtype()), "copy_");
+    return *this;
+  }
   std::memcpy(raw_data(), s.raw_data(), static_cast<size_t>(numel()) * dtype_size(dtype()));
   return *this;
 }
@@ -392,9 +444,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 namespace {
 template <class Cmp>
-Tensor compare(const char* op, const Tensor& a0, const Tensor& b0, Cmp cmp) {
+Tensor compare(const char* op, const Tensor& a0, const Tensor& b0, Cmp cmp, cuda_ops::math::Compare gpu) {
   detail::check_defined(a0, op, "first input");
   detail::check_defined(b0, op, "second input");
+  detail::check_same_device(op, a0, "first input", b0, "second input");
   NoGradGuard ng;  // comparisons have no gradient
   // bfloat16 values compare as the float32 values they are.
   Tensor a = a0.dtype() == kBFloat16 ? to(a0, kFloat32) : a0, b = b0.dtype() == kBFloat16 ? to(b0, kFloat32) : b0;
@@ -405,6 +458,20 @@ Tensor compare(const char* op, const Tensor& a0, const Tensor& b0, Cmp cmp) {
     b = to(b, d);
   }
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  if (a.is_cuda()) {
+    Tensor out = Tensor::empty(shape, kBool, a.device());
+    cuda_ops::CompareArgs args;
+    args.device = a.device().index;
+    args.op = op;
+    args.f = gpu;
+    args.type = detail::gpu_scalar(a.dtype());
+    args.plan = detail::gpu_plan(op, shape, {a.shape(), b.shape()});
+    args.in[0] = detail::gpu_ptr(a);
+    args.in[1] = detail::gpu_ptr(b);
+    args.out = static_cast<bool*>(detail::gpu_ptr(out));
+    cuda_ops::compare(args);
+    return out;
+  }
   Tensor out = Tensor::empty(shape, kBool);
   BroadcastPlan p = make_broadcast_plan(shape, {a.shape(), b.shape()});
   bool* po = out.data<bool>();
@@ -422,16 +489,17 @@ Tensor compare(const char* op, const Tensor& a0, const Tensor& b0, Cmp cmp) {
   return out;
 }
 Tensor scalar_like(double v, const Tensor& like) {
-  return scalar(v, is_floating(like.dtype()) ? like.dtype() : kFloat64);
+  return full({}, v, is_floating(like.dtype()) ? like.dtype() : kFloat64, like.device());
 }
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
+using Cmp = cuda_ops::math::Compare;  // the GPU's code of each comparison
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }, Cmp::kEq); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }, Cmp::kNe); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }, Cmp::kLt); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }, Cmp::kLe); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }, Cmp::kGt); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }, Cmp::kGe); }
 Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(b, a)); }
 Tensor ne(const Tensor& a, double b) { return ne(a, scalar_like(b, a)); }
 Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(b, a)); }
@@ -449,6 +517,12 @@ void check_mask(const Tensor& m, const char* op) {
 
 Tensor logical_not(const Tensor& m) {
   check_mask(m, "logical_not");
+  if (m.is_cuda()) {
+    Tensor out = Tensor::empty(m.shape(), kBool, m.device());
+    cuda_ops::logical_not(m.device().index, "logical_not", static_cast<const bool*>(detail::gpu_ptr(m)),
+                          static_cast<bool*>(detail::gpu_ptr(out)), m.numel());
+    return out;
+  }
   Tensor out = Tensor::empty(m.shape(), kBool);
   const bool* pm = m.data<bool>();
   bool* po = out.data<bool>();
@@ -458,12 +532,12 @@ Tensor logical_not(const Tensor& m) {
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   check_mask(a, "logical_and");
   check_mask(b, "logical_and");
-  return compare("logical_and", a, b, [](bool x, bool y) { return x && y; });
+  return compare("logical_and", a, b, [](bool x, bool y) { return x && y; }, Cmp::kAnd);
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   check_mask(a, "logical_or");
   check_mask(b, "logical_or");
-  return compare("logical_or", a, b, [](bool x, bool y) { return x || y; });
+  return compare("logical_or", a, b, [](bool x, bool y) { return x || y; }, Cmp::kOr);
 }
 
 Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
@@ -471,23 +545,38 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   const std::pair<Tensor, Tensor> ab = promote(a0, b0, "where");  // not a structured binding: the lambdas below use them
   const Tensor& a = ab.first;
   const Tensor& b = ab.second;
+  detail::check_same_device("where", cond, "condition", a, "first input");
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = Tensor::empty(shape, a.dtype());
-  BroadcastPlan p = make_broadcast_plan(shape, {cond.shape(), a.shape(), b.shape()});
-  const bool* pc = cond.data<bool>();
-  dispatch_float(a.dtype(), "where", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    for_each_run(p, [&](int64_t o, const int64_t* in, int64_t n) {
-      const bool* c = pc + in[0];
-      const T* x = pa + in[1];
-      const T* y = pb + in[2];
-      int64_t sc = p.inner_stride[0], sx = p.inner_stride[1], sy = p.inner_stride[2];
-      for (int64_t i = 0; i < n; ++i) po[o + i] = c[i * sc] ? x[i * sx] : y[i * sy];
+  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  if (a.is_cuda()) {
+    dispatch_float(a.dtype(), "where", [](auto) {});  // float32 and float64, as on the CPU
+    cuda_ops::WhereArgs args;
+    args.device = a.device().index;
+    args.op = "where";
+    args.type = detail::gpu_scalar(a.dtype());
+    args.plan = detail::gpu_plan("where", shape, {cond.shape(), a.shape(), b.shape()});
+    args.cond = static_cast<const bool*>(detail::gpu_ptr(cond));
+    args.a = detail::gpu_ptr(a);
+    args.b = detail::gpu_ptr(b);
+    args.out = detail::gpu_ptr(out);
+    cuda_ops::where(args);
+  } else {
+    BroadcastPlan p = make_broadcast_plan(shape, {cond.shape(), a.shape(), b.shape()});
+    const bool* pc = cond.data<bool>();
+    dispatch_float(a.dtype(), "where", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* po = out.data<T>();
+      for_each_run(p, [&](int64_t o, const int64_t* in, int64_t n) {
+        const bool* c = pc + in[0];
+        const T* x = pa + in[1];
+        const T* y = pb + in[2];
+        int64_t sc = p.inner_stride[0], sx = p.inner_stride[1], sy = p.inner_stride[2];
+        for (int64_t i = 0; i < n; ++i) po[o + i] = c[i * sc] ? x[i * sx] : y[i * sy];
+      });
     });
-  });
+  }
   return record("where", out, {a, b}, [cond, sa = a.shape(), sb = b.shape()](const Tensor& g, const Node& n) {
     Tensor ga, gb;
     if (n.needs(0)) ga = sum_to(where(cond, g, 0.0), sa);
@@ -498,7 +587,7 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
 
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
   check_float(a, "where");
-  return where(cond, a, scalar(b, a.dtype()));
+  return where(cond, a, full({}, b, a.dtype(), a.device()));
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
@@ -507,6 +596,25 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Shape s = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
   TG_CHECK(s == x.shape(), "masked_fill", "mask of shape {} does not broadcast to the input's shape {}",
            mask.shape(), x.shape());
+  detail::check_same_device("masked_fill", x, "input", mask, "mask");
+  if (x.is_cuda()) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+    dispatch_float(x.dtype(), "masked_fill", [](auto) {});
+    cuda_ops::WhereArgs args;
+    args.device = x.device().index;
+    args.op = "masked_fill";
+    args.type = detail::gpu_scalar(x.dtype());
+    args.plan = detail::gpu_plan("masked_fill", s, {mask.shape(), x.shape()});
+    args.cond = static_cast<const bool*>(detail::gpu_ptr(mask));
+    args.a = detail::gpu_ptr(x);
+    args.scalar = true;
+    args.value = value;
+    args.out = detail::gpu_ptr(out);
+    cuda_ops::where(args);
+    return record("masked_fill", out, {x}, [mask](const Tensor& g, const Node&) {
+      return Grads{masked_fill(g, mask, 0.0)};
+    });
+  }
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   BroadcastPlan p = make_broadcast_plan(s, {x.shape(), mask.shape()});
   const bool* pm = mask.data<bool>();

@@ -57,6 +57,8 @@ Tensor cos(const Tensor& x);
 // Copies and casts (differentiable between float32 and float64).
 Tensor clone(const Tensor& x);
 Tensor to(const Tensor& x, DType dtype);
+// A copy on another device (x itself when already there); the gradient goes back to x's device.
+Tensor to(const Tensor& x, Device device);
 
 // Comparisons to bool masks (broadcasting), and logic on masks.
 Tensor eq(const Tensor& a, const Tensor& b);

@@ -220,7 +220,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   Shape s = broadcast_shapes(logits.shape(), target.shape(), "binary_cross_entropy_with_logits");
   TG_CHECK(s == logits.shape(), "binary_cross_entropy_with_logits", "target of shape {} does not broadcast to the "
            "logits' shape {}", target.shape(), logits.shape());
-  Tensor out = detail::binary_forward("binary_cross_entropy_with_logits", logits, target, k::BceWithLogits{});
+  Tensor out = detail::binary_forward("binary_cross_entropy_with_logits", logits, target, k::BceWithLogits{}, cuda_ops::math::Binary::kBceWithLogits);
   out = record("binary_cross_entropy_with_logits", out, {logits, target},
                [logits, target](const Tensor& g, const Node& n) {
                  Tensor gx, gy;  // d/dx = sigmoid(x) - y, d/dy = -x

@@ -2,12 +2,19 @@
 // Helpers shared by the op families (not part of the public API).
 #include "../graph/node.h"
 #include "broadcast.h"
+#include "cuda/elementwise.h"
 #include "kernels/elementwise.h"
 
 namespace tg::detail {
 
 inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
   TG_CHECK(t.defined(), op, "{} is an undefined tensor", what);
+}
+// Ops never copy between devices: tensors on two devices are refused, naming both.
+[[noreturn]] void fail_two_devices(const char* op, const char* a_name, Device a, const char* b_name, Device b);
+inline void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
+  const Device da = a.device(), db = b.device();
+  if (!(da == db)) [[unlikely]] fail_two_devices(op, a_name, da, b_name, db);
 }
 // bfloat16 passes unless !bf16_ok (a composite op whose inner ops would refuse it under their names).
 inline void check_float(const Tensor& t, const char* op, bool bf16_ok = true) {
@@ -21,10 +28,33 @@ inline void check_index(const Tensor& t, const char* op) {
   TG_CHECK(t.dtype() == kInt64, op, "indices must be int64, got {} of shape {}", t.dtype(), t.shape());
 }
 
-// Applies a unary functor (made per element type by make(T{})) to a float tensor.
+// ---- The GPU side of the op families ------------------------------------------------------------
+inline cuda_ops::Scalar gpu_scalar(DType d) {
+  static_assert(static_cast<int>(cuda_ops::Scalar::kF32) == static_cast<int>(DType::kFloat32) &&
+                static_cast<int>(cuda_ops::Scalar::kF64) == static_cast<int>(DType::kFloat64) &&
+                static_cast<int>(cuda_ops::Scalar::kI64) == static_cast<int>(DType::kInt64) &&
+                static_cast<int>(cuda_ops::Scalar::kBool) == static_cast<int>(DType::kBool) &&
+                static_cast<int>(cuda_ops::Scalar::kBF16) == static_cast<int>(DType::kBFloat16));
+  return static_cast<cuda_ops::Scalar>(d);
+}
+// A device pointer with the view's offset (the GPU kernels' inputs and outputs).
+inline void* gpu_ptr(const Tensor& t) {
+  return static_cast<char*>(t.impl().storage->data()) + t.impl().offset * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+// The broadcast plan of a GPU elementwise kernel (ops/cuda/strided.h).
+cuda_ops::StridedPlan gpu_plan(const char* op, const Shape& out, std::initializer_list<Shape> inputs);
+
+// Applies a unary op to a float tensor: on the CPU the functor made per element type by
+// make(T{}), on a GPU math::unary's code `gpu` with parameters a, b.
 template <class Make>
-Tensor unary_forward(const char* op, const Tensor& x, Make make) {
+Tensor unary_forward(const char* op, const Tensor& x, Make make, cuda_ops::math::Unary gpu, double a = 0, double b = 0) {
   check_float(x, op);
+  if (x.is_cuda()) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+    TG_CHECK(x.dtype() != kBFloat16, op, "bfloat16 GPU tensors go through float32 (an op's caller converts)");
+    cuda_ops::unary({x.device().index, op, gpu, gpu_scalar(x.dtype()), gpu_ptr(x), gpu_ptr(out), x.numel(), a, b});
+    return out;
+  }
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -33,10 +63,25 @@ Tensor unary_forward(const char* op, const Tensor& x, Make make) {
   return out;
 }
 
-// Applies a binary functor with broadcasting; a and b must already share a float dtype.
+// Applies a binary functor with broadcasting (math::binary's code `gpu` on a GPU); a and b must
+// already share a float dtype and a device.
 template <class F>
-Tensor binary_forward(const char* op, const Tensor& a, const Tensor& b, F f) {
+Tensor binary_forward(const char* op, const Tensor& a, const Tensor& b, F f, cuda_ops::math::Binary gpu) {
   Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), op);
+  if (a.is_cuda()) {
+    Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+    cuda_ops::BinaryArgs args;
+    args.device = a.device().index;
+    args.op = op;
+    args.f = gpu;
+    args.type = gpu_scalar(a.dtype());
+    args.plan = gpu_plan(op, shape, {a.shape(), b.shape()});
+    args.in[0] = gpu_ptr(a);
+    args.in[1] = gpu_ptr(b);
+    args.out = gpu_ptr(out);
+    cuda_ops::binary(args);
+    return out;
+  }
   Tensor out = Tensor::empty(shape, a.dtype());
   dispatch_float(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

@@ -206,6 +206,7 @@ Tensor Tensor::sum(std::initializer_list<int64_t> axes, bool keepdim) const { re
 Tensor Tensor::mean() const { return tg::mean(*this); }
 Tensor Tensor::mean(std::initializer_list<int64_t> axes, bool keepdim) const { return tg::mean(*this, Axes(axes), keepdim); }
 Tensor Tensor::to(DType d) const { return tg::to(*this, d); }
+Tensor Tensor::to(Device d) const { return tg::to(*this, d); }
 Tensor Tensor::clone() const { return tg::clone(*this); }
 
 }  // namespace tg

@@ -64,18 +64,18 @@ step "pkg-config, one compiler line"
 mkdir -p "$WORK/pc"
 cp "$SRC/consumer/main.cc" "$WORK/pc/"
 export PKG_CONFIG_PATH="$(dirname "$(ls -d "$PREFIX"/lib*/pkgconfig/tapegrad.pc)")"
-echo "tapegrad.pc: arch=$(pkg-config --variable=arch tapegrad), version $(pkg-config --modversion tapegrad)"
+echo "tapegrad.pc: arch=$(pkg-config --variable=arch tapegrad), cuda=$(pkg-config --variable=cuda tapegrad), version $(pkg-config --modversion tapegrad)"
 # The README's line (a static libtapegrad.a needs --static for Abseil and SentencePiece):
 (cd "$WORK/pc" && g++ -std=c++20 -O2 main.cc -o my_model $(pkg-config --cflags --libs --static tapegrad)) ||
   fail "pkg-config build"
 "$WORK/pc/my_model" || fail "pkg-config: my_model"
 
-step "add_subdirectory: Debug, BUILD_SHARED_LIBS=ON, TG_ARCH=baseline, TG_MPI=OFF (single-process), with tapegrad's unit tests"
+step "add_subdirectory: Debug, BUILD_SHARED_LIBS=ON, TG_ARCH=baseline, TG_MPI=OFF (single-process), TG_CUDA=OFF (CPU-only), with tapegrad's unit tests"
 mkdir -p "$WORK/as"
 cp "$SRC/consumer/main.cc" "$SRC/consumer/add_subdirectory/CMakeLists.txt" "$WORK/as/"
 ln -s "$SRC" "$WORK/as/tapegrad"
 cmake -S "$WORK/as" -B "$WORK/as/build" -DCMAKE_BUILD_TYPE=Debug -DBUILD_SHARED_LIBS=ON -DTG_ARCH=baseline \
-  -DTG_BUILD_TESTS=ON -DTG_WERROR=ON -DTG_MPI=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$WORK/as.log" ||
+  -DTG_BUILD_TESTS=ON -DTG_WERROR=ON -DTG_MPI=OFF -DTG_CUDA=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$WORK/as.log" ||
   { cat "$WORK/as.log"; fail "add_subdirectory configure"; }
 cmake --build "$WORK/as/build" -j"$JOBS" > "$WORK/as-build.log" || { tail -40 "$WORK/as-build.log"; fail "add_subdirectory build"; }
 check_own_flags "$WORK/as/build/compile_commands.json" "$WORK/as/main.cc"

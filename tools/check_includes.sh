@@ -25,12 +25,16 @@ cat > "$gen/tg_build_config.h" <<'H'
 #define TG_BUILD_MARCH "x86-64-v4"
 #define TG_BUILD_CPU_FEATURES(X) X("avx2")
 #define TG_BUILD_CPU_FEATURE_LIST "avx2"
+#define TG_BUILD_CUDA_ARCHITECTURES "80-real;90-real;90-virtual"
 H
 mkdir -p "$gen/include/tapegrad"
 echo "#include \"$PWD/tapegrad.h\"" > "$gen/include/tapegrad/tapegrad.h"
 mpi_include=$(pkg-config --cflags-only-I ompi-c 2>/dev/null || true)
+# The host files that call CUDA's runtime (*_cuda.cc) need its headers: the toolkit's, when nvcc is here.
+cuda_include=""
+if command -v nvcc > /dev/null; then cuda_include="-I$(cd "$(dirname "$(command -v nvcc)")/../include" && pwd)"; fi
 
-export CXX gen mpi_include
+export CXX gen mpi_include cuda_include
 check_one() {
   local f=$1 extra=(-DTG_TEST_DATA_DIR='"tests"' -DTG_FUZZ_TARGET='"x"')
   case "$f" in
@@ -38,6 +42,7 @@ check_one() {
   esac
   case "$f" in
     distributed/dist.cc) [ -n "$mpi_include" ] && extra+=(-DTG_HAVE_MPI $mpi_include) ;;
+    *_cuda.cc) [ -n "$cuda_include" ] || return 0; extra+=("$cuda_include") ;;
   esac
   # shellcheck disable=SC2086
   # libc++ 16 has no floating-point std::from_chars (libstdc++ has since 11): not an include problem.

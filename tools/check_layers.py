@@ -8,7 +8,10 @@ Checks every #include "..." of the tracked sources:
      ops/cpu_capability.h;
   3. an op family's header includes only lower families' headers:
        elementwise < reduce < shape_ops < nn < matmul < attention
-  4. nothing outside examples/ includes a file of examples/.
+  4. nothing outside examples/ includes a file of examples/;
+  5. GPU code stays in its place: only a part's cuda/*.cu and cuda/*_cuda.cc files include CUDA's
+     headers (<cuda_runtime.h>, <cublasLt.h>, <cub/...>), and the .cu files and cuda/ headers
+     include only other cuda/ headers of ours (plain argument structs: no fmt, Abseil or xsimd).
 A forwarding header left at a moved header's old place for one release ("this forwarding header
 goes in ...") is exempt from 1.
 
@@ -24,6 +27,8 @@ RANK = {"graph": 0, "io": 1, "ops": 2, "autodiff": 3, "models": 4, "optim": 4, "
 FAMILIES = ["elementwise", "reduce", "shape_ops", "nn", "matmul", "attention"]
 KERNEL_MAY_INCLUDE = {"ops/threads.h", "ops/cpu_capability.h"}  # graph-free
 _include = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+_system_include = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.M)
+_cuda_header = re.compile(r'^(cuda|cub/|cublas|cuda_|nv/|thrust/|curand|mma\.h|cooperative_groups)')
 
 
 def part_of(path):
@@ -42,6 +47,18 @@ def main():
             text = fh.read()
         forwarding = "this forwarding header goes in" in text
         me = part_of(f)
+        in_cuda = "/cuda/" in f
+        may_see_cuda = in_cuda and (f.endswith((".cu", ".cuh")) or f.endswith("_cuda.cc"))
+        for name in _system_include.findall(text):
+            if _cuda_header.match(name) and not may_see_cuda:
+                problems.append(f"{f}: includes <{name}>: only a part's cuda/*.cu and cuda/*_cuda.cc files see CUDA's headers")
+        if in_cuda and (f.endswith((".cu", ".cuh", ".h"))):
+            for name in _include.findall(text):
+                target = os.path.normpath(os.path.join(os.path.dirname(f), name))
+                if not os.path.isfile(os.path.join(root, target)):
+                    target = os.path.normpath(name)
+                if "/cuda/" not in target:
+                    problems.append(f"{f}: includes {name}: GPU kernels and their argument headers include only cuda/ headers")
         for name in _include.findall(text):
             target = os.path.normpath(os.path.join(os.path.dirname(f), name))
             if not os.path.isfile(os.path.join(root, target)):

@@ -114,13 +114,13 @@ struct Pow { template <class V> V operator()(V a, V b) const { return xsimd::pow
 struct Max {
   template <class V> V operator()(V a, V b) const {
     if constexpr (is_scalar_v<V>) return (a != a || a > b) ? a : b;   // NaN propagates, as in PyTorch
-    else return xsimd::select(a > b || a != a, a, b);
+    else return xsimd::select(a > b || xsimd::isnan(a), a, b);  // not a != a: xsimd compares ordered
   }
 };
 struct Min {
   template <class V> V operator()(V a, V b) const {
     if constexpr (is_scalar_v<V>) return (a != a || a < b) ? a : b;
-    else return xsimd::select(a < b || a != a, a, b);
+    else return xsimd::select(a < b || xsimd::isnan(a), a, b);
   }
 };
 // sigmoid(x) - y, the gradient of binary_cross_entropy_with_logits (and its stable forward).

@@ -1,0 +1,120 @@
+// tg::cuda's functions, over the runtime of graph/cuda/ (the driver, or "built without CUDA") and
+// one caching allocator per device.
+#include "graph/cuda.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "graph/cuda/runtime.h"
+#include "graph/device_memory_internal.h"
+#include "graph/error.h"
+
+namespace tg {
+
+Device Device::parse(std::string_view text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return cuda(0);
+  if (text.substr(0, 5) == "cuda:" && text.size() > 5 && text.size() <= 8) {
+    int index = 0;
+    for (char c : text.substr(5)) {
+      if (c < '0' || c > '9') index = -1;
+      if (index >= 0) index = index * 10 + (c - '0');
+    }
+    if (index >= 0) return cuda(index);
+  }
+  detail::fail("device", "'{}' is not a device (expected cpu, cuda or cuda:N)", text);
+}
+
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index); }
+
+namespace {
+
+class CudaBackend final : public detail::DeviceMemoryBackend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  void* allocate(size_t bytes) override { return cuda_rt::malloc(device_, bytes, "allocate"); }
+  void release(void* p, size_t) override { cuda_rt::free(device_, p); }
+  void synchronize() override { cuda_rt::synchronize(device_, "allocate"); }
+  void mem_info(size_t* free_bytes, size_t* total_bytes) override { cuda_rt::mem_info(device_, free_bytes, total_bytes); }
+  std::string name() const override { return fmt::format("cuda:{}", device_); }
+
+ private:
+  int device_;
+};
+
+struct PerDevice {
+  std::unique_ptr<CudaBackend> backend;
+  std::unique_ptr<detail::CachingDeviceAllocator> allocator;
+};
+constexpr int kMaxDevices = 64;
+
+detail::CachingDeviceAllocator& allocator(int device, const char* op) {
+  TG_CHECK(device >= 0 && device < kMaxDevices, op, "cuda:{} is not a device index", device);
+  static auto* all = new std::array<PerDevice, kMaxDevices>();  // never destroyed: tensors may outlive statics
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  PerDevice& d = (*all)[static_cast<size_t>(device)];
+  if (!d.allocator) {
+    d.backend = std::make_unique<CudaBackend>(device);
+    d.allocator = std::make_unique<detail::CachingDeviceAllocator>(d.backend.get());
+  }
+  return *d.allocator;
+}
+
+}  // namespace
+
+namespace {
+std::atomic<bool> g_poison{[] {
+  const char* e = std::getenv("TG_CUDA_POISON");
+  return e != nullptr && e[0] == '1';
+}()};
+}  // namespace
+
+namespace detail {
+void* device_allocate(int device, size_t bytes, size_t* rounded, const char* op) {
+  cuda_rt::use_device(device, op);  // one line when there is no such GPU, before any bookkeeping
+  void* p = allocator(device, op).allocate(bytes, rounded, op);
+  if (g_poison.load(std::memory_order_relaxed)) cuda_rt::fill_bytes(device, p, *rounded, 0xFF, op);
+  return p;
+}
+void device_free(int device, void* p, size_t rounded) { allocator(device, "free").free(p, rounded); }
+}  // namespace detail
+
+namespace cuda {
+
+bool built() { return cuda_rt::built(); }
+bool available() { return device_count() > 0; }
+int device_count() {
+  static const int n = cuda_rt::device_count(nullptr);  // asked once: CUDA is initialised at most once
+  return n;
+}
+std::string unavailable_reason() {
+  std::string why;
+  return cuda_rt::device_count(&why) > 0 ? std::string() : why;
+}
+const char* built_architectures() { return cuda_rt::architectures(); }
+std::string describe(int device) { return cuda_rt::describe(device); }
+
+void synchronize(int device) { cuda_rt::synchronize(device, "synchronize"); }
+
+MemoryStats memory_stats(int device) {
+  const detail::DeviceMemoryCounters c = allocator(device, "memory_stats").counters();
+  return MemoryStats{c.allocated, c.reserved, c.peak_allocated, c.device_mallocs};
+}
+void reset_peak_memory(int device) { allocator(device, "reset_peak_memory").reset_peak(); }
+void empty_cache(int device) { allocator(device, "empty_cache").empty_cache(); }
+void set_memory_limit(size_t bytes, int device) { allocator(device, "set_memory_limit").set_limit(bytes); }
+
+void set_sync_debug(bool on) { cuda_rt::set_sync_debug(on); }
+bool sync_debug() { return cuda_rt::sync_debug(); }
+uint64_t kernel_launches() { return cuda_rt::launches(); }
+void set_poison_allocations(bool on) { g_poison.store(on, std::memory_order_relaxed); }
+bool poison_allocations() { return g_poison.load(std::memory_order_relaxed); }
+void* stream(int device) { return cuda_rt::stream(device); }
+void check_launch(const char* op, int device) { cuda_rt::after_launch(device, op); }
+
+}  // namespace cuda
+}  // namespace tg

@@ -1,0 +1,68 @@
+#pragma once
+// tg::cuda: the GPU as a user sees it. Nothing here needs a CUDA header, and nothing initialises
+// CUDA until a GPU is asked for: a CUDA-enabled build runs CPU programs where there is no GPU or
+// driver exactly as a CPU-only build does.
+//
+//   if (tg::cuda::available()) model.to(tg::Device::cuda());
+//   ...
+//   tg::cuda::MemoryStats m = tg::cuda::memory_stats();   // allocated, reserved, peak
+//
+// Work on a GPU is queued on one in-order stream per device, in the order ops are called (from any
+// host thread); copies to the CPU (to(cpu), item(), to_vector(), printing) wait for it.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "device.h"
+
+namespace tg::cuda {
+
+bool built();            // this library was compiled with CUDA
+bool available();        // built() and at least one usable GPU (never throws)
+int device_count();      // usable GPUs (0 without CUDA, driver or GPU)
+// Why no GPU is usable: "built without CUDA", "no NVIDIA driver", "no CUDA device", a driver older
+// than the toolkit needs ...; "" when one is.
+std::string unavailable_reason();
+// The GPU's name and compute capability, e.g. "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)".
+std::string describe(int device = 0);
+// The CUDA architectures this build has code for, e.g. "80-real;90-real;90-virtual" ("" without CUDA).
+const char* built_architectures();
+
+// Waits until every op queued on the device has finished.
+void synchronize(int device = 0);
+
+// The caching allocator: GPU buffers freed by tensors go back to a cache by size class and serve
+// the next request of that class without cudaMalloc.
+struct MemoryStats {
+  size_t allocated = 0;       // bytes held by live tensors (rounded to their size class)
+  size_t reserved = 0;        // allocated + cached, all obtained from cudaMalloc
+  size_t peak_allocated = 0;  // the most `allocated` since the start or reset_peak_memory()
+  size_t device_mallocs = 0;  // cudaMalloc calls so far (steady loops should add none)
+};
+MemoryStats memory_stats(int device = 0);
+void reset_peak_memory(int device = 0);
+void empty_cache(int device = 0);  // returns cached (unused) buffers to the driver
+// Caps what the allocator may hold from the driver (tensors + cache); past it a request fails with
+// one line, as a real out-of-memory does. 0: no cap (the default).
+void set_memory_limit(size_t bytes, int device = 0);
+
+// Debugging: after every GPU op, wait for it and check for errors, so that an asynchronous fault is
+// blamed on the op that caused it (also TG_CUDA_SYNC=1 in the environment). Slow.
+void set_sync_debug(bool on);
+bool sync_debug();
+// Testing: fill every GPU buffer tapegrad allocates with 0xFF bytes (NaN in floats, true in bools,
+// -1 in int64), so that a kernel that skips an element of its output shows (also TG_CUDA_POISON=1).
+void set_poison_allocations(bool on);
+bool poison_allocations();
+// Kernels launched so far by tapegrad, all devices (tests check an op really ran on the GPU).
+uint64_t kernel_launches();
+
+// For your own CUDA kernels: the stream tapegrad queues work on for `device`, as an opaque handle
+// (a cudaStream_t: `static_cast<cudaStream_t>(tg::cuda::stream(0))`). Launch on it and tapegrad's
+// ops before and after yours run in order. Tensor::cuda_data<T>() gives a GPU tensor's pointer.
+void* stream(int device = 0);
+// Call after launching your own kernel: throws one line naming `op` if the launch failed (and, in
+// sync-debug mode, if the kernel did).
+void check_launch(const char* op, int device = 0);
+
+}  // namespace tg::cuda

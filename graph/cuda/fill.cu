@@ -1,0 +1,39 @@
+// Filling a GPU buffer with one element's bits (zeros, ones, full on a GPU).
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "graph/cuda/runtime.h"
+
+namespace tg::cuda_rt {
+namespace {
+
+template <class T>
+__global__ void fill_kernel(T* dst, size_t count, T value) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) dst[i] = value;
+}
+
+template <class T>
+void launch(void* dst, size_t count, uint64_t bits, cudaStream_t s) {
+  constexpr unsigned kThreads = 256;
+  const size_t blocks = (count + kThreads - 1) / kThreads;
+  const unsigned grid = static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+  fill_kernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(dst), count, static_cast<T>(bits));
+}
+
+}  // namespace
+
+void fill_pattern(int device, void* dst, size_t count, int elem_bytes, uint64_t bits, const char* op) {
+  if (count == 0) return;
+  cudaStream_t s = static_cast<cudaStream_t>(stream(device));
+  switch (elem_bytes) {
+    case 1: launch<uint8_t>(dst, count, bits, s); break;
+    case 2: launch<uint16_t>(dst, count, bits, s); break;
+    case 4: launch<uint32_t>(dst, count, bits, s); break;
+    default: launch<uint64_t>(dst, count, bits, s); break;
+  }
+  after_launch(device, op);
+}
+
+}  // namespace tg::cuda_rt

@@ -1,0 +1,56 @@
+#pragma once
+// The CUDA runtime as the library uses it: plain functions, no CUDA header (graph/cuda/runtime.cc
+// holds every cudart call; graph/cuda/runtime_none.cc is the same surface in a build without CUDA,
+// where each call that needs a GPU throws "built without CUDA"). Not a public header.
+//
+// Every call names the op it serves, so that a failure reads "softmax: cuda:0: ...". After a
+// sticky error (an illegal address, a launch failure) the device is unusable until the process
+// ends: every later call refuses with one line naming the first error and the op that launched it.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tg::cuda_rt {
+
+bool built();
+// Usable devices, or 0 with *why saying why (no driver, none found, built without CUDA...).
+int device_count(std::string* why);
+// Makes `device` current on this thread, creating its context and stream on first use. Throws one
+// line naming op when the device does not exist, or has no code in this build (compute capability
+// below 8.0, or an architecture the build left out: names CMAKE_CUDA_ARCHITECTURES to use).
+void use_device(int device, const char* op);
+
+// "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"; throws like use_device.
+std::string describe(int device);
+
+void* malloc(int device, size_t bytes, const char* op);  // nullptr when out of memory
+void free(int device, void* p);
+void mem_info(int device, size_t* free_bytes, size_t* total_bytes);
+
+// Copies, queued on the device's stream; those to the host wait for the stream.
+void copy_to_device(int device, void* dst, const void* src, size_t bytes, const char* op);
+void copy_to_host(int device, void* dst, const void* src, size_t bytes, const char* op);
+void copy_on_device(int device, void* dst, const void* src, size_t bytes, const char* op);
+void fill_bytes(int device, void* dst, size_t bytes, int value, const char* op);  // memset
+
+void synchronize(int device, const char* op);
+void* stream(int device);
+// After a kernel launch: counts it, checks cudaGetLastError, and in sync-debug mode waits for the
+// kernel. Throws one line naming op on failure.
+void after_launch(int device, const char* op);
+uint64_t launches();
+bool sync_debug();
+void set_sync_debug(bool on);
+
+// Pure logic, tested on the CPU: does an architecture list like "80-real;90-real;90-virtual" run on
+// a card of compute capability major*10+minor? Real code runs on its own major version at the same
+// or a later minor; PTX (virtual) is compiled by the driver for any card at or above it.
+bool architectures_run_on(const std::string& archs, int capability);
+const char* architectures();  // the build's list ("" without CUDA)
+
+}  // namespace tg::cuda_rt
+
+namespace tg::cuda_rt {
+// Writes `count` copies of an element of elem_bytes (1, 2, 4 or 8) whose bits are `bits` (graph/cuda/fill.cu).
+void fill_pattern(int device, void* dst, size_t count, int elem_bytes, uint64_t bits, const char* op);
+}  // namespace tg::cuda_rt

@@ -1,0 +1,240 @@
+// Every cudart call of the library, in a build with CUDA (runtime_none.cc is the build without).
+// cudart is linked statically and opens the driver at its first call, so a CUDA-enabled library
+// loads and runs on the CPU where there is no driver.
+#include "graph/cuda/runtime.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "graph/error.h"
+#include "tg_build_config.h"
+
+namespace tg::cuda_rt {
+using detail::fail;
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceState {
+  std::once_flag once;
+  cudaStream_t stream = nullptr;
+  int capability = 0;
+  std::string error;  // why use_device failed ("" when it did not)
+};
+std::array<DeviceState, kMaxDevices>& devices() {
+  static auto* d = new std::array<DeviceState, kMaxDevices>();  // never destroyed: streams outlive statics
+  return *d;
+}
+
+std::atomic<uint64_t> g_launches{0};
+std::atomic<bool> g_sync_debug{[] {
+  const char* e = std::getenv("TG_CUDA_SYNC");
+  return e != nullptr && e[0] == '1';
+}()};
+
+// The first sticky error, after which every call refuses.
+std::atomic<bool> g_broken{false};
+std::mutex g_broken_mu;
+std::string g_broken_what;
+
+[[noreturn]] void refuse_broken(const char* op) {
+  std::lock_guard<std::mutex> lock(g_broken_mu);
+  fail(op, "the GPU is unusable after an earlier CUDA error ({}); restart the process", g_broken_what);
+}
+
+bool is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void check(cudaError_t e, int device, const char* op, const char* what) {
+  if (e == cudaSuccess) [[likely]] return;
+  const std::string msg = fmt::format("{} on cuda:{} failed: {} ({})", what, device, cudaGetErrorString(e),
+                                      cudaGetErrorName(e));
+  if (is_sticky(e)) {
+    std::lock_guard<std::mutex> lock(g_broken_mu);
+    if (!g_broken.exchange(true)) g_broken_what = fmt::format("{}: {}", op, msg);
+  }
+  fail(op, "{}", msg);
+}
+
+void check_usable(const char* op) {
+  if (g_broken.load(std::memory_order_acquire)) [[unlikely]] refuse_broken(op);
+}
+
+thread_local int t_current = -1;
+
+}  // namespace
+
+bool built() { return true; }
+const char* architectures() { return TG_BUILD_CUDA_ARCHITECTURES; }
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess && n > 0) return n;
+  if (why != nullptr) {
+    switch (e) {
+      case cudaSuccess:
+      case cudaErrorNoDevice: *why = "no CUDA device found"; break;
+      case cudaErrorInsufficientDriver:
+        *why = fmt::format("the NVIDIA driver is missing or older than CUDA {}.{} needs (nvidia-smi tells its version)",
+                           CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+        break;
+      default: *why = fmt::format("CUDA reports {} ({})", cudaGetErrorString(e), cudaGetErrorName(e)); break;
+    }
+  }
+  cudaGetLastError();  // clears the (non-sticky) error
+  return 0;
+}
+
+void use_device(int device, const char* op) {
+  check_usable(op);
+  if (t_current == device) [[likely]] return;
+  if (device < 0 || device >= kMaxDevices) fail(op, "cuda:{} is not a device index", device);
+  DeviceState& s = devices()[static_cast<size_t>(device)];
+  std::call_once(s.once, [&] {
+    std::string why;
+    const int n = device_count(&why);
+    if (n == 0) {
+      s.error = fmt::format("cuda:{} asked for, but no GPU is usable: {}", device, why);
+      return;
+    }
+    if (device >= n) {
+      s.error = fmt::format("cuda:{} asked for, but this machine has {} GPU{} (cuda:0{})", device, n, n == 1 ? "" : "s",
+                            n == 1 ? "" : fmt::format(" to cuda:{}", n - 1));
+      return;
+    }
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+      s.error = fmt::format("cuda:{}: cannot read its properties", device);
+      return;
+    }
+    s.capability = p.major * 10 + p.minor;
+    if (s.capability < 80) {
+      s.error = fmt::format("cuda:{} is {} (compute capability {}.{}); tapegrad needs 8.0 (Ampere) or newer", device,
+                            p.name, p.major, p.minor);
+      return;
+    }
+    if (!architectures_run_on(architectures(), s.capability)) {
+      s.error = fmt::format("cuda:{} is {} (compute capability {}.{}), and this build has code only for {}: "
+                            "rebuild with -DCMAKE_CUDA_ARCHITECTURES=\"{};{}\"", device, p.name, p.major, p.minor,
+                            architectures(), architectures(), s.capability);
+      return;
+    }
+    if (cudaSetDevice(device) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess) {
+      s.error = fmt::format("cuda:{}: cannot create a stream ({})", device, cudaGetErrorString(cudaGetLastError()));
+    }
+  });
+  if (!s.error.empty()) fail(op, "{}", s.error);
+  check(cudaSetDevice(device), device, op, "cudaSetDevice");
+  t_current = device;
+}
+
+std::string describe(int device) {
+  use_device(device, "describe");
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, device), device, "describe", "cudaGetDeviceProperties");
+  return fmt::format("{} (sm_{}{}, {:.1f} GiB)", p.name, p.major, p.minor,
+                     static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+}
+
+void* malloc(int device, size_t bytes, const char* op) {
+  use_device(device, op);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  check(e, device, op, "cudaMalloc");
+  return p;
+}
+
+void free(int device, void* p) {
+  if (g_broken.load(std::memory_order_acquire)) return;  // the context is gone with the error
+  use_device(device, "free");
+  cudaFree(p);
+}
+
+void mem_info(int device, size_t* free_bytes, size_t* total_bytes) {
+  *free_bytes = *total_bytes = 0;
+  if (g_broken.load(std::memory_order_acquire)) return;
+  use_device(device, "mem_info");
+  if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
+}
+
+void copy_to_device(int device, void* dst, const void* src, size_t bytes, const char* op) {
+  use_device(device, op);
+  if (bytes == 0) return;
+  // From pageable host memory cudaMemcpyAsync returns once the source has been read (staged), so the
+  // caller may free it; the copy is ordered on the stream.
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, devices()[device].stream), device, op,
+        "copy to the GPU");
+  after_launch(device, op);
+}
+
+void copy_to_host(int device, void* dst, const void* src, size_t bytes, const char* op) {
+  use_device(device, op);
+  if (bytes == 0) return;
+  cudaStream_t s = devices()[device].stream;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), device, op, "copy to the CPU");
+  check(cudaStreamSynchronize(s), device, op, "copy to the CPU");
+}
+
+void copy_on_device(int device, void* dst, const void* src, size_t bytes, const char* op) {
+  use_device(device, op);
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, devices()[device].stream), device, op,
+        "copy on the GPU");
+  after_launch(device, op);
+}
+
+void fill_bytes(int device, void* dst, size_t bytes, int value, const char* op) {
+  use_device(device, op);
+  if (bytes == 0) return;
+  check(cudaMemsetAsync(dst, value, bytes, devices()[device].stream), device, op, "memset");
+  after_launch(device, op);
+}
+
+void synchronize(int device, const char* op) {
+  use_device(device, op);
+  check(cudaStreamSynchronize(devices()[device].stream), device, op, "synchronize");
+}
+
+void* stream(int device) {
+  use_device(device, "stream");
+  return devices()[device].stream;
+}
+
+void after_launch(int device, const char* op) {
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+  check(cudaGetLastError(), device, op, "launch");
+  if (g_sync_debug.load(std::memory_order_relaxed)) {
+    check(cudaStreamSynchronize(devices()[device].stream), device, op, "the kernel (sync-debug mode)");
+  }
+}
+
+uint64_t launches() { return g_launches.load(std::memory_order_relaxed); }
+bool sync_debug() { return g_sync_debug.load(std::memory_order_relaxed); }
+void set_sync_debug(bool on) { g_sync_debug.store(on, std::memory_order_relaxed); }
+
+}  // namespace tg::cuda_rt

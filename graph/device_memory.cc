@@ -1,0 +1,122 @@
+#include "graph/device_memory_internal.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace tg::detail {
+
+std::string format_bytes(size_t b) {
+  constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+  const double d = static_cast<double>(b);
+  if (d >= kGiB) return fmt::format("{:.2f} GiB", d / kGiB);
+  if (d >= kMiB) return fmt::format("{:.1f} MiB", d / kMiB);
+  if (d >= kKiB) return fmt::format("{:.1f} KiB", d / kKiB);
+  return fmt::format("{} bytes", b);
+}
+
+size_t CachingDeviceAllocator::round(size_t n) {
+  constexpr size_t kSmall = 512, kLarge = size_t{1} << 20;
+  if (n == 0) n = 1;
+  if (n <= kLarge) return (n + kSmall - 1) / kSmall * kSmall;
+  size_t p = kLarge;
+  while (p <= n / 2) p *= 2;  // the largest power of two <= n
+  const size_t step = p / 4;
+  return (n + step - 1) / step * step;
+}
+
+void* CachingDeviceAllocator::allocate(size_t bytes, size_t* rounded, const char* op) {
+  const size_t r = round(bytes);
+  *rounded = r;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(r);
+  void* p = nullptr;
+  if (it != cache_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+    cached_ -= r;
+  } else {
+    if (limit_ != 0 && c_.reserved + r > limit_) {
+      release_cache_locked();
+      if (c_.reserved + r > limit_) fail_out_of_memory(bytes, op, /*over_limit=*/true);
+    }
+    p = backend_->allocate(r);
+    if (p == nullptr) {  // the cache may hold what is missing: give it back and try once more
+      backend_->synchronize();
+      release_cache_locked();
+      p = backend_->allocate(r);
+      if (p == nullptr) fail_out_of_memory(bytes, op, /*over_limit=*/false);
+    }
+    c_.reserved += r;
+    ++c_.device_mallocs;
+  }
+  c_.allocated += r;
+  c_.peak_allocated = std::max(c_.peak_allocated, c_.allocated);
+  return p;
+}
+
+void CachingDeviceAllocator::free(void* p, size_t rounded) {
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  c_.allocated -= rounded;
+  if (limit_ != 0 && c_.reserved > limit_) {  // the cap was lowered below what is held: shrink
+    backend_->release(p, rounded);
+    c_.reserved -= rounded;
+    return;
+  }
+  cache_[rounded].push_back(p);
+  cached_ += rounded;
+}
+
+void CachingDeviceAllocator::release_cache_locked() {
+  for (auto& [size, list] : cache_) {
+    for (void* p : list) backend_->release(p, size);
+    c_.reserved -= size * list.size();
+    list.clear();
+  }
+  cache_.clear();
+  cached_ = 0;
+}
+
+void CachingDeviceAllocator::fail_out_of_memory(size_t bytes, const char* op, bool over_limit) {
+  size_t free_bytes = 0, total = 0;
+  backend_->mem_info(&free_bytes, &total);
+  const std::string held = fmt::format("tapegrad holds {} in tensors and {} in its cache", format_bytes(c_.allocated),
+                                       format_bytes(cached_));
+  if (over_limit) {
+    fail(op, "{}: out of memory: {} asked for, past the limit of {} set by tg::cuda::set_memory_limit ({}; the card "
+         "has {} in all, {} free)", backend_->name(), format_bytes(bytes), format_bytes(limit_), held,
+         format_bytes(total), format_bytes(free_bytes));
+  }
+  fail(op, "{}: out of memory: {} asked for; the card has {} in all, {} free; {} (a smaller batch or model, or "
+       "bfloat16, needs less)", backend_->name(), format_bytes(bytes), format_bytes(total), format_bytes(free_bytes),
+       held);
+}
+
+DeviceMemoryCounters CachingDeviceAllocator::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return c_;
+}
+
+void CachingDeviceAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  c_.peak_allocated = c_.allocated;
+}
+
+void CachingDeviceAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cache_locked();
+}
+
+void CachingDeviceAllocator::set_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_ = bytes;
+  if (limit_ != 0 && c_.reserved > limit_) release_cache_locked();
+}
+
+size_t CachingDeviceAllocator::limit() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return limit_;
+}
+
+}  // namespace tg::detail

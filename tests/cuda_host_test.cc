@@ -1,0 +1,214 @@
+// The host half of the GPU kernels, checked on the CPU (no GPU needed): the broadcast plans the
+// elementwise kernels index through, and the per-element formulas they compute (ops/cuda/math.h),
+// against the CPU's ops. A wrong plan or formula fails here, in CI, before any GPU sees it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/cuda/math.h"
+#include "ops/cuda/strided.h"
+#include "tapegrad.h"
+
+namespace {
+
+using tg::Tensor;
+namespace m = tg::cuda_ops::math;
+
+tg::cuda_ops::StridedPlan plan_of(const tg::Shape& out, const std::vector<tg::Shape>& ins) {
+  const int64_t* shapes[3] = {};
+  int ranks[3] = {};
+  for (size_t k = 0; k < ins.size(); ++k) {
+    shapes[k] = ins[k].data();
+    ranks[k] = static_cast<int>(ins[k].rank());
+  }
+  tg::cuda_ops::StridedPlan p;
+  EXPECT_TRUE(tg::cuda_ops::make_strided_plan(static_cast<int>(out.rank()), out.data(), static_cast<int>(ins.size()),
+                                              shapes, ranks, &p));
+  return p;
+}
+
+// What the GPU's binary kernel computes, run on the host through the same plan.
+std::vector<double> apply_plan(const tg::cuda_ops::StridedPlan& p, const std::vector<double>& a,
+                               const std::vector<double>& b) {
+  std::vector<double> out(static_cast<size_t>(p.numel));
+  for (int64_t i = 0; i < p.numel; ++i) {
+    int64_t off[3];
+    tg::cuda_ops::plan_offsets(p, i, off);
+    out[static_cast<size_t>(i)] = m::binary(m::Binary::kSub, a[static_cast<size_t>(off[0])], b[static_cast<size_t>(off[1])]);
+  }
+  return out;
+}
+
+TEST(CudaHost, BroadcastPlansIndexAsTheCpuBroadcasts) {
+  tg::manual_seed(3);
+  const std::vector<std::pair<tg::Shape, tg::Shape>> cases = {
+      {{2, 3}, {2, 3}}, {{2, 3}, {3}},       {{4, 1, 3}, {5, 1}},     {{1}, {7, 2}},          {{}, {3, 4}},
+      {{3, 1, 4, 1}, {1, 5, 1, 6}},          {{2, 3, 4, 5, 6}, {3, 1, 5, 1}}, {{6, 1, 1, 2}, {1, 1}},
+      {{1, 1, 1}, {1, 1, 1}},                {{0, 3}, {3}},       {{2, 1, 2, 1, 2, 1, 2, 1}, {2, 1, 2, 1, 2, 1, 2}}};
+  for (const auto& [sa, sb] : cases) {
+    Tensor a = tg::randn(sa, tg::kFloat64), b = tg::randn(sb, tg::kFloat64);
+    Tensor want = tg::sub(a, b);
+    auto p = plan_of(want.shape(), {sa, sb});
+    EXPECT_LE(p.rank, tg::cuda_ops::StridedPlan::kMaxDims);
+    EXPECT_EQ(apply_plan(p, a.to_vector<double>(), b.to_vector<double>()), want.to_vector<double>())
+        << sa.str() << " - " << sb.str();
+  }
+  // Same shapes are flat; a row plus a column merges to two dimensions, whatever the rank.
+  EXPECT_TRUE(plan_of({5, 6, 7}, {{5, 6, 7}, {5, 6, 7}}).flat);
+  auto p = plan_of({8, 1, 9, 10}, {{8, 1, 9, 10}, {10}});
+  EXPECT_FALSE(p.flat);
+  EXPECT_EQ(p.rank, 2);
+  EXPECT_EQ(p.size[0], 72);
+  EXPECT_EQ(p.size[1], 10);
+  // Nine dimensions that alternate between the inputs cannot merge: refused (the op names itself).
+  const tg::Shape a9{2, 1, 2, 1, 2, 1, 2, 1, 2}, b9{2, 1, 2, 1, 2, 1, 2, 1};
+  const int64_t* shapes[2] = {a9.data(), b9.data()};
+  const int ranks[2] = {9, 8};
+  const tg::Shape out9{2, 2, 2, 2, 2, 2, 2, 2, 2};
+  tg::cuda_ops::StridedPlan q;
+  EXPECT_FALSE(tg::cuda_ops::make_strided_plan(9, out9.data(), 2, shapes, ranks, &q));
+}
+
+TEST(CudaHost, MaximumAndMinimumPropagateNaNOnTheCpuToo) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (tg::DType d : {tg::kFloat32, tg::kFloat64}) {
+    std::vector<double> v(40, 2.0);
+    v[0] = v[17] = nan;  // in the vector body and the tail
+    Tensor a = tg::from_vector(v, {40}, d), b = tg::full({40}, 1.5, d);
+    for (const Tensor& r : {tg::maximum(a, b), tg::minimum(a, b), tg::maximum(b, a), tg::minimum(b, a)}) {
+      const std::vector<double> got = r.to_vector<double>();
+      EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[17])) << tg::dtype_name(d);
+      EXPECT_FALSE(std::isnan(got[1]));
+    }
+  }
+}
+
+TEST(CudaHost, BFloat16RoundingIsTheCpusBitForBit) {
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, 3.3895e38f, 3.4e38f, -3.4e38f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::denorm_min(), 1e-40f, 1.00390625f, 1.01171875f};
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    values.push_back(f);
+  }
+  for (float f : values) {
+    ASSERT_EQ(m::float_to_bf16(f), tg::bfloat16(f).bits) << f;
+    const uint16_t b = m::float_to_bf16(f);
+    const float back = m::bf16_to_float(b);
+    const float cpu = static_cast<float>(tg::bfloat16::from_bits(b));
+    ASSERT_EQ(std::memcmp(&back, &cpu, sizeof back), 0);
+  }
+}
+
+template <class T>
+void expect_close(const std::vector<T>& got, const std::vector<T>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    if (std::isnan(w)) {
+      EXPECT_TRUE(std::isnan(g)) << what << " at " << i;
+      continue;
+    }
+    EXPECT_LE(std::fabs(g - w), tol * (1 + std::fabs(w))) << what << " at " << i << ": " << g << " vs " << w;
+  }
+}
+
+// Every unary code against the CPU op it stands for, in float32 and float64.
+TEST(CudaHost, UnaryFormulasMatchTheCpuOps) {
+  tg::manual_seed(9);
+  struct Case {
+    m::Unary code;
+    std::function<Tensor(const Tensor&)> cpu;
+    bool positive;
+    double a, b;
+  };
+  const std::vector<std::pair<std::string, Case>> cases = {
+      {"affine", {m::Unary::kAffine, [](const Tensor& x) { return tg::add(tg::mul(x, -1.5), 0.25); }, false, -1.5, 0.25}},
+      {"exp", {m::Unary::kExp, [](const Tensor& x) { return tg::exp(x); }, false, 0, 0}},
+      {"log", {m::Unary::kLog, [](const Tensor& x) { return tg::log(x); }, true, 0, 0}},
+      {"sqrt", {m::Unary::kSqrt, [](const Tensor& x) { return tg::sqrt(x); }, true, 0, 0}},
+      {"rsqrt", {m::Unary::kRsqrt, [](const Tensor& x) { return tg::rsqrt(x); }, true, 0, 0}},
+      {"abs", {m::Unary::kAbs, [](const Tensor& x) { return tg::abs(x); }, false, 0, 0}},
+      {"sign", {m::Unary::kSign, [](const Tensor& x) { return tg::sign(x); }, false, 0, 0}},
+      {"square", {m::Unary::kSquare, [](const Tensor& x) { return tg::square(x); }, false, 0, 0}},
+      {"reciprocal", {m::Unary::kReciprocal, [](const Tensor& x) { return tg::reciprocal(x); }, true, 0, 0}},
+      {"tanh", {m::Unary::kTanh, [](const Tensor& x) { return tg::tanh(x); }, false, 0, 0}},
+      {"sigmoid", {m::Unary::kSigmoid, [](const Tensor& x) { return tg::sigmoid(x); }, false, 0, 0}},
+      {"relu", {m::Unary::kRelu, [](const Tensor& x) { return tg::relu(x); }, false, 0, 0}},
+      {"silu", {m::Unary::kSilu, [](const Tensor& x) { return tg::silu(x); }, false, 0, 0}},
+      {"erf", {m::Unary::kErf, [](const Tensor& x) { return tg::erf(x); }, false, 0, 0}},
+      {"sin", {m::Unary::kSin, [](const Tensor& x) { return tg::sin(x); }, false, 0, 0}},
+      {"cos", {m::Unary::kCos, [](const Tensor& x) { return tg::cos(x); }, false, 0, 0}},
+      {"gelu", {m::Unary::kGeluErf, [](const Tensor& x) { return tg::gelu(x); }, false, 0, 0}},
+      {"gelu_tanh", {m::Unary::kGeluTanh, [](const Tensor& x) { return tg::gelu(x, tg::GeluApprox::kTanh); }, false, 0, 0}},
+      {"pow 3", {m::Unary::kPowScalar, [](const Tensor& x) { return tg::pow(x, 3.0); }, false, 3, 0}},
+      {"pow 0.5", {m::Unary::kPowScalar, [](const Tensor& x) { return tg::pow(x, 0.5); }, true, 0.5, 0}},
+      {"clamp", {m::Unary::kClamp, [](const Tensor& x) { return tg::clamp(x, -0.5, 0.75); }, false, -0.5, 0.75}},
+  };
+  for (const auto& [name, c] : cases) {
+    Tensor x64 = tg::mul(tg::randn({257}, tg::kFloat64), 3.0);
+    if (c.positive) x64 = tg::add(tg::abs(x64), 0.01);
+    Tensor x32 = x64.to(tg::kFloat32);
+    std::vector<float> got32;
+    for (float v : x32.to_vector<float>()) got32.push_back(m::unary<float>(c.code, v, float(c.a), float(c.b)));
+    expect_close(got32, c.cpu(x32).to_vector<float>(), 2e-6, name + " float32");
+    std::vector<double> got64;
+    for (double v : x64.to_vector<double>()) got64.push_back(m::unary<double>(c.code, v, c.a, c.b));
+    expect_close(got64, c.cpu(x64).to_vector<double>(), 1e-13, name + " float64");
+  }
+}
+
+TEST(CudaHost, BinaryAndCompareFormulasMatchTheCpuOps) {
+  tg::manual_seed(10);
+  Tensor a = tg::randn({300}, tg::kFloat64), b = tg::randn({300}, tg::kFloat64);
+  // NaN and ties where maximum/minimum and the comparisons must agree with the CPU.
+  std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  av[0] = std::nan(""), bv[1] = std::nan(""), av[2] = bv[2] = 0.5;
+  a = tg::from_vector(av, {300}, tg::kFloat64);
+  b = tg::from_vector(bv, {300}, tg::kFloat64);
+  Tensor pa = tg::add(tg::abs(a), 0.1);
+  const std::vector<std::tuple<std::string, m::Binary, Tensor, Tensor, Tensor>> cases = {
+      {"add", m::Binary::kAdd, a, b, tg::add(a, b)},       {"sub", m::Binary::kSub, a, b, tg::sub(a, b)},
+      {"mul", m::Binary::kMul, a, b, tg::mul(a, b)},       {"div", m::Binary::kDiv, a, b, tg::div(a, b)},
+      {"pow", m::Binary::kPow, pa, b, tg::pow(pa, b)},     {"maximum", m::Binary::kMax, a, b, tg::maximum(a, b)},
+      {"minimum", m::Binary::kMin, a, b, tg::minimum(a, b)},
+      {"bce", m::Binary::kBceWithLogits, a, tg::sigmoid(b),
+       tg::binary_cross_entropy_with_logits(a.narrow(0, 3, 297), tg::sigmoid(b).narrow(0, 3, 297), tg::Reduction::kNone)},
+  };
+  for (const auto& [name, code, x, y, want] : cases) {
+    std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), got;
+    const size_t skip = name == "bce" ? 3 : 0;  // the CPU loss refuses NaN inputs: compared without them
+    for (size_t i = skip; i < xv.size(); ++i) got.push_back(m::binary<double>(code, xv[i], yv[i]));
+    expect_close(got, want.to_vector<double>(), 1e-13, name);
+  }
+  const std::vector<std::tuple<std::string, m::Compare, Tensor>> cmps = {
+      {"eq", m::Compare::kEq, tg::eq(a, b)}, {"ne", m::Compare::kNe, tg::ne(a, b)}, {"lt", m::Compare::kLt, tg::lt(a, b)},
+      {"le", m::Compare::kLe, tg::le(a, b)}, {"gt", m::Compare::kGt, tg::gt(a, b)}, {"ge", m::Compare::kGe, tg::ge(a, b)}};
+  for (const auto& [name, code, want] : cmps) {
+    std::vector<bool> got;
+    for (size_t i = 0; i < av.size(); ++i) got.push_back(m::compare<double>(code, av[i], bv[i]));
+    EXPECT_EQ(got, want.to_vector<bool>()) << name;
+  }
+  // The fused GELU derivatives: against the same derivative built from public ops.
+  for (bool tanh_form : {false, true}) {
+    Tensor g = tg::randn({50}, tg::kFloat64);
+    Tensor want = tg::grad_of_gelu(g, a.narrow(0, 3, 50), tanh_form ? tg::GeluApprox::kTanh : tg::GeluApprox::kNone);
+    std::vector<double> gv = g.to_vector<double>(), got;
+    for (size_t i = 0; i < 50; ++i)
+      got.push_back(m::binary<double>(tanh_form ? m::Binary::kGeluTanhGrad : m::Binary::kGeluErfGrad, gv[i], av[i + 3]));
+    expect_close(got, want.to_vector<double>(), 1e-13, tanh_form ? "gelu tanh grad" : "gelu erf grad");
+  }
+}
+
+}  // namespace

@@ -1,0 +1,216 @@
+// Devices without a GPU: what every machine can check of the GPU part — device names, which
+// architectures run on which card, the caching allocator's bookkeeping over a fake device, and the
+// one-line refusals where no GPU is usable. tests/gpu/ holds the tests that need a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "graph/cuda/runtime.h"
+#include "graph/device_memory_internal.h"
+#include "tapegrad.h"
+
+namespace {
+
+using tg::Device;
+
+TEST(Devices, ParseAndPrint) {
+  EXPECT_EQ(Device::parse("cpu"), tg::kCPU);
+  EXPECT_EQ(Device::parse("cuda"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::parse("cuda:3").str(), "cuda:3");
+  EXPECT_EQ(fmt::format("{} {}", tg::kCPU, Device::cuda(1)), "cpu cuda:1");
+  EXPECT_EQ(Device(tg::DeviceType::kCPU, 5), tg::kCPU);  // the CPU has no index
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1234", "CPU", ""}) {
+    try {
+      Device::parse(bad);
+      ADD_FAILURE() << bad << " parsed";
+    } catch (const tg::Error& e) {
+      EXPECT_EQ(std::string(e.what()), fmt::format("device: '{}' is not a device (expected cpu, cuda or cuda:N)", bad));
+    }
+  }
+}
+
+TEST(Devices, ArchitectureListsRunWhereTheDriverCanRunThem) {
+  using tg::cuda_rt::architectures_run_on;
+  const std::string def = "80-real;90-real;90-virtual";  // the build's default
+  EXPECT_TRUE(architectures_run_on(def, 80));    // A100: real sm_80
+  EXPECT_TRUE(architectures_run_on(def, 86));    // RTX 30xx: sm_80 code runs on 8.6
+  EXPECT_TRUE(architectures_run_on(def, 89));    // L4 / RTX 40xx
+  EXPECT_TRUE(architectures_run_on(def, 90));    // H100
+  EXPECT_TRUE(architectures_run_on(def, 100));   // B200: the compute_90 PTX, compiled by the driver
+  EXPECT_TRUE(architectures_run_on(def, 120));
+  EXPECT_FALSE(architectures_run_on(def, 75));   // Turing: below every architecture
+  EXPECT_TRUE(architectures_run_on("90a-real", 90));
+  EXPECT_FALSE(architectures_run_on("90a-real", 100));  // arch-specific code: that card only
+  EXPECT_FALSE(architectures_run_on("90-real", 100));   // real code does not cross a major version
+  EXPECT_FALSE(architectures_run_on("86-real", 80));    // nor run on an older minor
+  EXPECT_TRUE(architectures_run_on("86", 89));          // a plain number: real code and PTX
+  EXPECT_TRUE(architectures_run_on("80-virtual", 90));
+  EXPECT_TRUE(architectures_run_on("100f-real", 103));  // family code: its major version
+  EXPECT_FALSE(architectures_run_on("100f-real", 120));
+  EXPECT_FALSE(architectures_run_on("", 90));
+}
+
+// A device of `total` bytes, in memory of the host, that counts its calls.
+struct FakeDevice final : tg::detail::DeviceMemoryBackend {
+  size_t total, used = 0, mallocs = 0, syncs = 0;
+  std::map<void*, size_t> live;
+  explicit FakeDevice(size_t t) : total(t) {}
+  ~FakeDevice() override {
+    for (auto& [p, n] : live) std::free(p);
+  }
+  void* allocate(size_t bytes) override {
+    if (used + bytes > total) return nullptr;
+    void* p = std::malloc(bytes);
+    live[p] = bytes;
+    used += bytes;
+    ++mallocs;
+    return p;
+  }
+  void release(void* p, size_t bytes) override {
+    EXPECT_EQ(live.at(p), bytes);
+    live.erase(p);
+    used -= bytes;
+    std::free(p);
+  }
+  void synchronize() override { ++syncs; }
+  void mem_info(size_t* free_bytes, size_t* total_bytes) override {
+    *free_bytes = total - used;
+    *total_bytes = total;
+  }
+  std::string name() const override { return "cuda:0"; }
+};
+
+TEST(DeviceAllocator, SizeClassesBoundTheWaste) {
+  using A = tg::detail::CachingDeviceAllocator;
+  EXPECT_EQ(A::round(0), 512u);
+  EXPECT_EQ(A::round(1), 512u);
+  EXPECT_EQ(A::round(513), 1024u);
+  EXPECT_EQ(A::round(size_t{1} << 20), size_t{1} << 20);
+  EXPECT_EQ(A::round((size_t{1} << 20) + 1), (size_t{5} << 18));  // 1.25 MiB
+  for (size_t n = 1; n < (size_t{1} << 34); n = n * 3 + 7) {
+    const size_t r = A::round(n);
+    EXPECT_GE(r, n);
+    EXPECT_LE(r, n + n / 4 + 512) << n;
+    EXPECT_EQ(A::round(r), r) << n;  // a class is its own class
+  }
+}
+
+TEST(DeviceAllocator, ASteadyLoopReusesItsBuffersWithoutNewMallocs) {
+  FakeDevice dev(size_t{1} << 30);
+  tg::detail::CachingDeviceAllocator a(&dev);
+  size_t r1 = 0, r2 = 0, r3 = 0;
+  for (int step = 0; step < 100; ++step) {  // a training step's varied temporaries
+    void* x = a.allocate(1000 + static_cast<size_t>(step % 3), &r1, "op");
+    void* y = a.allocate(3 << 20, &r2, "op");
+    void* z = a.allocate(12345, &r3, "op");
+    a.free(y, r2);
+    a.free(x, r1);
+    a.free(z, r3);
+  }
+  EXPECT_EQ(dev.mallocs, 3u);
+  const auto c = a.counters();
+  EXPECT_EQ(c.allocated, 0u);
+  EXPECT_EQ(c.reserved, r1 + r2 + r3);
+  EXPECT_EQ(c.peak_allocated, r1 + r2 + r3);
+  EXPECT_EQ(c.device_mallocs, 3u);
+  a.empty_cache();
+  EXPECT_EQ(a.counters().reserved, 0u);
+  EXPECT_EQ(dev.used, 0u);
+  EXPECT_TRUE(dev.live.empty());
+}
+
+TEST(DeviceAllocator, OutOfMemoryReturnsTheCacheAndRetriesOnce) {
+  FakeDevice dev(size_t{8} << 20);
+  tg::detail::CachingDeviceAllocator a(&dev);
+  size_t r = 0, r2 = 0;
+  void* p = a.allocate(size_t{5} << 20, &r, "matmul");
+  a.free(p, r);  // cached: 5 MiB held, none in tensors
+  void* q = a.allocate(size_t{6} << 20, &r2, "matmul");  // fits only once the cache is returned
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(dev.syncs, 1u);
+  EXPECT_EQ(a.counters().reserved, r2);
+  try {
+    a.allocate(size_t{4} << 20, &r, "matmul");
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "matmul: cuda:0: out of memory: 4.0 MiB asked for; the card has 8.0 MiB in all, 2.0 MiB free; tapegrad "
+              "holds 6.0 MiB in tensors and 0 bytes in its cache (a smaller batch or model, or bfloat16, needs less)");
+  }
+  a.free(q, r2);
+}
+
+TEST(DeviceAllocator, TheMemoryLimitIsAnOutOfMemoryOfItsOwn) {
+  FakeDevice dev(size_t{1} << 30);
+  tg::detail::CachingDeviceAllocator a(&dev);
+  a.set_limit(size_t{10} << 20);
+  size_t r = 0, r2 = 0;
+  void* p = a.allocate(size_t{8} << 20, &r, "linear");
+  try {
+    a.allocate(size_t{4} << 20, &r2, "linear");
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "linear: cuda:0: out of memory: 4.0 MiB asked for, past the limit of 10.0 MiB set by "
+              "tg::cuda::set_memory_limit (tapegrad holds 8.0 MiB in tensors and 0 bytes in its cache; the card has "
+              "1.00 GiB in all, 1016.0 MiB free)");
+  }
+  a.free(p, r);
+  void* q = a.allocate(size_t{9} << 20, &r2, "linear");  // the cached 8 MiB goes back, 9 fits
+  EXPECT_EQ(a.counters().reserved, r2);
+  a.set_limit(size_t{4} << 20);  // lowered below what is held: the buffer goes back when freed
+  a.free(q, r2);
+  EXPECT_EQ(a.counters().reserved, 0u);
+  EXPECT_EQ(dev.used, 0u);
+}
+
+TEST(Devices, CallerNamesAreShort) {
+  auto here = [] { return tg::detail::caller_name(std::source_location::current()); };
+  const std::string name = here();
+  // GCC says {anonymous}::, Clang (anonymous namespace)::; the lambda's own decoration is gone.
+  EXPECT_NE(name.find("::Devices_CallerNamesAreShort_Test::TestBody (tests/device_test.cc:"), std::string::npos) << name;
+  EXPECT_EQ(name.find("lambda"), std::string::npos) << name;
+}
+
+// Without a usable GPU (a CPU-only build, no driver, or no card), asking for one is one line.
+TEST(Devices, WithoutAGpuAskingForOneIsOneLine) {
+  if (tg::cuda::available()) GTEST_SKIP() << "a GPU is usable here (tests/gpu/ covers it)";
+  const std::string why = tg::cuda::unavailable_reason();
+  EXPECT_FALSE(why.empty());
+  EXPECT_EQ(tg::cuda::device_count(), 0);
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+  auto expect_one_line = [&](auto&& f, const std::string& op) {
+    try {
+      f();
+      ADD_FAILURE() << "no error from " << op;
+    } catch (const tg::Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind(op + ": ", 0), 0u) << m;
+      EXPECT_NE(m.find(tg::cuda::built() ? "no GPU is usable: " + why : why), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  };
+  tg::Tensor x = tg::randn({2, 3});
+  expect_one_line([&] { (void)x.to(Device::cuda()); }, "to");
+  expect_one_line([&] { (void)tg::zeros({4}, tg::kFloat32, Device::cuda()); }, "allocate");
+  expect_one_line([&] { tg::cuda::synchronize(); }, "synchronize");
+  EXPECT_EQ(x.device(), tg::kCPU);
+  EXPECT_FALSE(x.is_cuda());
+  EXPECT_EQ(tg::zeros_like(x).device(), tg::kCPU);
+  EXPECT_EQ(x.to(tg::kCPU).same(x), true);  // already there: the same tensor, no copy
+}
+
+TEST(Devices, CpuTensorsRefuseGpuPointers) {
+  tg::Tensor x = tg::ones({3});
+  try {
+    (void)x.cuda_data<float>();
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("asks for the GPU pointer of a tensor on cpu"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
