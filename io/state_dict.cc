@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "graph/device_memory_internal.h"
+
 namespace tg {
 
 void StateDict::insert(std::string name, Tensor t) {
@@ -35,6 +37,7 @@ int64_t first_all_ones_exponent(const void* data, int64_t n, Bits exponent) {
 
 int64_t first_non_finite(const Tensor& t) {
   if (!t.defined()) return -1;
+  if (t.is_cuda()) return first_non_finite(detail::copy_to_device(t, kCPU, "check_finite"));  // read on the host
   const Tensor c = t.contiguous();
   switch (c.dtype()) {
     case DType::kFloat32: return first_all_ones_exponent<uint32_t>(c.raw_data(), c.numel(), 0x7f800000u);
@@ -45,6 +48,7 @@ int64_t first_non_finite(const Tensor& t) {
 }
 
 std::string non_finite_name(const Tensor& t, int64_t index) {
+  if (t.is_cuda()) return non_finite_name(detail::copy_to_device(t, kCPU, "check_finite"), index);
   const Tensor c = t.contiguous();
   const size_t bytes = dtype_size(c.dtype());
   const auto* p = static_cast<const unsigned char*>(c.raw_data()) + static_cast<size_t>(index) * bytes;

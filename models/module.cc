@@ -162,6 +162,35 @@ void Module::to(DType dtype) {
   for (auto& [n, c] : children_) c->to(dtype);
 }
 
+// As convert_in_place, to a device: the storage is replaced under the same TensorImpl.
+static void move_in_place(const Tensor& t, Device device) {
+  if (t.device() == device) return;
+  Tensor c;
+  {
+    NoGradGuard ng;
+    c = t.detach().to(device);
+  }
+  TensorImpl& impl = t.impl();
+  impl.storage = c.impl().storage;
+  impl.offset = c.impl().offset;
+  impl.grad = nullptr;
+}
+
+void Module::to(Device device) {
+  for (auto& [n, p] : params_) move_in_place(p, device);
+  for (auto& [n, b] : buffers_) move_in_place(b, device);
+  for (auto& [n, c] : children_) c->to(device);
+}
+
+Device Module::device() const {
+  if (!params_.empty()) return params_.front().second.device();
+  if (!buffers_.empty()) return buffers_.front().second.device();
+  for (auto& [n, c] : children_) {
+    if (!c->params_.empty() || !c->buffers_.empty() || !c->children_.empty()) return c->device();
+  }
+  return kCPU;
+}
+
 StateDict Module::state_dict() const {
   StateDict sd;
   for (auto& [n, p] : named_parameters()) sd.insert(n, p);
@@ -200,7 +229,8 @@ void Module::load_state_dict(const StateDict& sd, bool strict) {
     if (!sd.contains(n)) continue;
     const Tensor& src = sd.at(n);
     if (src.same(p)) continue;
-    p.copy_(src.dtype() == p.dtype() ? src : src.to(p.dtype()));
+    const Tensor here = src.device() == p.device() ? src : src.to(p.device());  // loading is the copy
+    p.copy_(here.dtype() == p.dtype() ? here : here.to(p.dtype()));
   }
 }
 

@@ -65,9 +65,15 @@ class Module {
   // bfloat16 stores weights in half the memory (ops that do not take bfloat16 refuse it by name;
   // training keeps float32 weights under autocast, and optimizers refuse bfloat16 parameters).
   void to(DType dtype);
+  // Moves every parameter and buffer to a device in place, as to(dtype) does (the same handles, so
+  // an optimizer built before holds the moved tensors; gradients are dropped). Where the first
+  // parameter (or buffer) lives: device().
+  void to(Device device);
+  Device device() const;
 
   // State dict: the parameters by name (the same tensors, sharing storage). load_state_dict
-  // copies values in; with strict, a missing or unexpected name is an error; a wrong shape always is.
+  // copies values in (onto each parameter's device: loading a file into a model on a GPU copies
+  // there); with strict, a missing or unexpected name is an error; a wrong shape always is.
   StateDict state_dict() const;
   void load_state_dict(const StateDict& sd, bool strict = true);
 

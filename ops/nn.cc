@@ -7,6 +7,7 @@
 #include "graph/factory.h"
 #include "graph/random.h"
 #include "ops/elementwise.h"
+#include "ops/cuda/nn.h"
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/layer_norm.h"
 #include "ops/kernels/sgns.h"
@@ -30,7 +31,22 @@ Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim) {
     D = x.shape()[dim];
     for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.shape()[d];
   }
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.is_cuda()) {
+    dispatch_float(x.dtype(), op, [](auto) {});
+    cuda_ops::SoftmaxArgs args;
+    args.device = x.device().index;
+    args.op = op;
+    args.log = kLog;
+    args.type = detail::gpu_scalar(x.dtype());
+    args.x = detail::gpu_ptr(x);
+    args.y = detail::gpu_ptr(out);
+    args.outer = outer;
+    args.D = D;
+    args.inner = inner;
+    cuda_ops::softmax(args);
+    return out;
+  }
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     k::softmax_rows<T, kLog>(x.data<T>(), out.data<T>(), outer, D, inner);
@@ -269,14 +285,35 @@ Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tenso
   const int64_t D = norm_shape.numel();
   TG_CHECK(D > 0, "layer_norm", "cannot normalise over zero elements (shape {})", x.shape());
   const int64_t rows = x.numel() / D;
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  Tensor mean_t = Tensor::empty(Shape{rows}, x.dtype()), rstd_t = Tensor::empty(Shape{rows}, x.dtype());
-  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    k::layer_norm_forward<T>(out.data<T>(), mean_t.data<T>(), rstd_t.data<T>(), x.data<T>(),
-                             weight.defined() ? weight.data<T>() : nullptr, bias.defined() ? bias.data<T>() : nullptr,
-                             rows, D, static_cast<T>(eps));
-  });
+  for (const Tensor* p : {&weight, &bias}) {
+    if (p->defined()) detail::check_same_device("layer_norm", x, "input", *p, p == &weight ? "weight" : "bias");
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mean_t = Tensor::empty(Shape{rows}, x.dtype(), x.device()), rstd_t = Tensor::empty(Shape{rows}, x.dtype(), x.device());
+  if (x.is_cuda()) {
+    dispatch_float(x.dtype(), "layer_norm", [](auto) {});
+    cuda_ops::NormArgs args;
+    args.device = x.device().index;
+    args.op = "layer_norm";
+    args.type = detail::gpu_scalar(x.dtype());
+    args.x = detail::gpu_ptr(x);
+    args.w = weight.defined() ? detail::gpu_ptr(weight) : nullptr;
+    args.b = bias.defined() ? detail::gpu_ptr(bias) : nullptr;
+    args.y = detail::gpu_ptr(out);
+    args.mean = detail::gpu_ptr(mean_t);
+    args.rstd = detail::gpu_ptr(rstd_t);
+    args.rows = rows;
+    args.D = D;
+    args.eps = eps;
+    cuda_ops::norm(args);
+  } else {
+    dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+      using T = decltype(tag);
+      k::layer_norm_forward<T>(out.data<T>(), mean_t.data<T>(), rstd_t.data<T>(), x.data<T>(),
+                               weight.defined() ? weight.data<T>() : nullptr, bias.defined() ? bias.data<T>() : nullptr,
+                               rows, D, static_cast<T>(eps));
+    });
+  }
   return record("layer_norm", out, {x, weight, bias},
                 [x, weight, bias, nd, eps, mean_t, rstd_t, rows, D](const Tensor& g, const Node& n) {
     if (grad_enabled()) return layer_norm_backward_composed(g, x, weight, bias, nd, eps, n);
@@ -317,13 +354,31 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
            weight.dtype(), D, x.dtype(), x.shape());
   TG_CHECK(eps > 0 && std::isfinite(eps), "rms_norm", "eps must be positive and finite, got {}", eps);
   const int64_t rows = x.numel() / D;
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  Tensor rstd_t = Tensor::empty(Shape{rows}, x.dtype());
-  dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
-    using T = decltype(tag);
-    k::rms_norm_forward<T>(out.data<T>(), rstd_t.data<T>(), x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
-                           rows, D, static_cast<T>(eps));
-  });
+  if (weight.defined()) detail::check_same_device("rms_norm", x, "input", weight, "weight");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd_t = Tensor::empty(Shape{rows}, x.dtype(), x.device());
+  if (x.is_cuda()) {
+    dispatch_float(x.dtype(), "rms_norm", [](auto) {});
+    cuda_ops::NormArgs args;
+    args.device = x.device().index;
+    args.op = "rms_norm";
+    args.rms = true;
+    args.type = detail::gpu_scalar(x.dtype());
+    args.x = detail::gpu_ptr(x);
+    args.w = weight.defined() ? detail::gpu_ptr(weight) : nullptr;
+    args.y = detail::gpu_ptr(out);
+    args.rstd = detail::gpu_ptr(rstd_t);
+    args.rows = rows;
+    args.D = D;
+    args.eps = eps;
+    cuda_ops::norm(args);
+  } else {
+    dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
+      using T = decltype(tag);
+      k::rms_norm_forward<T>(out.data<T>(), rstd_t.data<T>(), x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+                             rows, D, static_cast<T>(eps));
+    });
+  }
   return record("rms_norm", out, {x, weight}, [x, weight, eps, rstd_t, rows, D](const Tensor& g0, const Node& n) {
     if (grad_enabled()) return rms_norm_backward_composed(g0, x, weight, eps, n);
     Tensor g = to(g0, x.dtype());
@@ -349,17 +404,36 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
   // A bfloat16 linear layer's bias and activation: in float32, rounded once (the casts carry the gradient).
   if (x.dtype() == kBFloat16) return to(bias_act(to(x, kFloat32), to(bias, kFloat32), act), kBFloat16);
   const int64_t D = x.size(-1), rows = D ? x.numel() / D : 0;
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "bias_act", [&](auto tag) {
-    using T = decltype(tag);
-    auto run = [&](auto f) { k::bias_act_forward<T>(x.data<T>(), bias.data<T>(), y.data<T>(), rows, D, f); };
-    switch (act) {
-      case Activation::kIdentity: run(k::Identity{}); break;
-      case Activation::kRelu: run(k::Relu{}); break;
-      case Activation::kGelu: run(k::GeluErf{}); break;
-      case Activation::kGeluTanh: run(k::GeluTanh{}); break;
-    }
-  });
+  detail::check_same_device("bias_act", x, "input", bias, "bias");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.is_cuda()) {
+    dispatch_float(x.dtype(), "bias_act", [](auto) {});
+    cuda_ops::BiasActArgs args;
+    args.device = x.device().index;
+    args.op = "bias_act";
+    args.act = act == Activation::kRelu       ? cuda_ops::math::Unary::kRelu
+               : act == Activation::kGelu     ? cuda_ops::math::Unary::kGeluErf
+               : act == Activation::kGeluTanh ? cuda_ops::math::Unary::kGeluTanh
+                                              : cuda_ops::math::Unary::kAffine;
+    args.type = detail::gpu_scalar(x.dtype());
+    args.x = detail::gpu_ptr(x);
+    args.bias = detail::gpu_ptr(bias);
+    args.y = detail::gpu_ptr(y);
+    args.rows = rows;
+    args.D = D;
+    cuda_ops::bias_act(args);
+  } else {
+    dispatch_float(x.dtype(), "bias_act", [&](auto tag) {
+      using T = decltype(tag);
+      auto run = [&](auto f) { k::bias_act_forward<T>(x.data<T>(), bias.data<T>(), y.data<T>(), rows, D, f); };
+      switch (act) {
+        case Activation::kIdentity: run(k::Identity{}); break;
+        case Activation::kRelu: run(k::Relu{}); break;
+        case Activation::kGelu: run(k::GeluErf{}); break;
+        case Activation::kGeluTanh: run(k::GeluTanh{}); break;
+      }
+    });
+  }
   return record("bias_act", y, {x, bias}, [x, bias, act, rows, D](const Tensor& g0, const Node& n) {
     Tensor g = to(g0, x.dtype());
     if (grad_enabled()) {  // recorded backward: the same derivative from public ops

@@ -7,6 +7,7 @@
 
 #include "graph/factory.h"
 #include "ops/elementwise.h"
+#include "ops/cuda/reduce.h"
 #include "ops/kernels/reduce.h"
 #include "ops/op_util.h"
 #include "ops/shape_ops.h"
@@ -44,7 +45,7 @@ Shape drop_shape(const Shape& s, const Axes& axes) {
 
 // Reduces x over sorted axes with op, returning the keepdim-shaped result (no graph).
 template <class Op>
-Tensor reduce_raw(const Tensor& x, const Axes& axes, Op op, double init, const char* op_name) {
+Tensor reduce_raw(const Tensor& x, const Axes& axes, Op op, double init, const char* op_name, cuda_ops::Reduce gpu) {
   Tensor cur = x;
   Shape shape = x.shape();
   // Contiguous groups of axes, last group first: each group is one [outer, R, inner] pass.
@@ -58,11 +59,26 @@ Tensor reduce_raw(const Tensor& x, const Axes& axes, Op op, double init, const c
     for (int64_t d = a0; d <= a1; ++d) R *= shape[d];
     for (int64_t d = a1 + 1; d < shape.rank(); ++d) inner *= shape[d];
     for (int64_t d = a0; d <= a1; ++d) shape[d] = 1;
-    Tensor next = Tensor::empty(shape, x.dtype());
-    dispatch_float(x.dtype(), op_name, [&](auto tag) {
-      using T = decltype(tag);
-      k::reduce(cur.data<T>(), next.data<T>(), outer, R, inner, op, static_cast<T>(init));
-    });
+    Tensor next = Tensor::empty(shape, x.dtype(), x.device());
+    if (x.is_cuda()) {
+      dispatch_float(x.dtype(), op_name, [](auto) {});
+      cuda_ops::ReduceArgs args;
+      args.device = x.device().index;
+      args.op = op_name;
+      args.f = gpu;
+      args.type = detail::gpu_scalar(x.dtype());
+      args.x = detail::gpu_ptr(cur);
+      args.out = detail::gpu_ptr(next);
+      args.outer = outer;
+      args.R = R;
+      args.inner = inner;
+      cuda_ops::reduce(args);
+    } else {
+      dispatch_float(x.dtype(), op_name, [&](auto tag) {
+        using T = decltype(tag);
+        k::reduce(cur.data<T>(), next.data<T>(), outer, R, inner, op, static_cast<T>(init));
+      });
+    }
     cur = next;
     i = j;
   }
@@ -79,7 +95,7 @@ Tensor finish(const Tensor& kept, const Shape& x_shape, const Axes& axes, bool k
 Tensor sum(const Tensor& x, const Axes& axes_in, bool keepdim) {
   detail::check_float(x, "sum");
   Axes axes = normalize_axes(axes_in, x.dim(), "sum");
-  Tensor kept = reduce_raw(x, axes, k::Add{}, 0.0, "sum");
+  Tensor kept = reduce_raw(x, axes, k::Add{}, 0.0, "sum", cuda_ops::Reduce::kSum);
   Tensor out = keepdim ? kept : kept.detach().reshape(drop_shape(x.shape(), axes));
   return record("sum", out, {x}, [xs = x.shape(), ks = keep_shape(x.shape(), axes)](const Tensor& g, const Node&) {
     return Grads{expand(reshape(g, ks), xs)};
@@ -107,12 +123,13 @@ Tensor var(const Tensor& x, const Axes& axes_in, int64_t correction, bool keepdi
 
 namespace {
 template <class Op>
-Tensor extreme(const char* op, const Tensor& x, const Axes& axes_in, bool keepdim, Op fn, double init) {
+Tensor extreme(const char* op, const Tensor& x, const Axes& axes_in, bool keepdim, Op fn, double init,
+               cuda_ops::Reduce gpu) {
   detail::check_float(x, op);
   Axes axes = normalize_axes(axes_in, x.dim(), op);
   for (int64_t a : axes)
     TG_CHECK(x.shape()[a] > 0, op, "cannot reduce over dimension {} of size 0 (shape {})", a, x.shape());
-  Tensor kept = reduce_raw(x, axes, fn, init, op);
+  Tensor kept = reduce_raw(x, axes, fn, init, op, gpu);
   Tensor out = keepdim ? kept : kept.detach().reshape(drop_shape(x.shape(), axes));
   // Capture a detached alias: capturing `out` itself would make a cycle out -> node -> out.
   return record(op, out, {x}, [x, kept = kept.detach(), axes](const Tensor& g, const Node&) {
@@ -126,10 +143,10 @@ Tensor extreme(const char* op, const Tensor& x, const Axes& axes_in, bool keepdi
 }  // namespace
 
 Tensor amax(const Tensor& x, const Axes& axes, bool keepdim) {
-  return extreme("amax", x, axes, keepdim, k::Max{}, -std::numeric_limits<double>::infinity());
+  return extreme("amax", x, axes, keepdim, k::Max{}, -std::numeric_limits<double>::infinity(), cuda_ops::Reduce::kMax);
 }
 Tensor amin(const Tensor& x, const Axes& axes, bool keepdim) {
-  return extreme("amin", x, axes, keepdim, k::Min{}, std::numeric_limits<double>::infinity());
+  return extreme("amin", x, axes, keepdim, k::Min{}, std::numeric_limits<double>::infinity(), cuda_ops::Reduce::kMin);
 }
 
 Tensor logsumexp(const Tensor& x, const Axes& axes_in, bool keepdim) {
@@ -153,12 +170,28 @@ ValuesIndices arg_extreme(const char* op, const Tensor& x, int64_t axis_in, bool
   for (int64_t d = axis + 1; d < x.dim(); ++d) inner *= s[d];
   Shape ks = s;
   if (x.dim()) ks[axis] = 1;
-  Tensor vals = Tensor::empty(ks, x.dtype());
-  Tensor idx = Tensor::empty(ks, kInt64);
-  dispatch_float(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    k::arg_reduce<T, kMax>(x.data<T>(), vals.data<T>(), idx.data<int64_t>(), outer, R, inner);
-  });
+  Tensor vals = Tensor::empty(ks, x.dtype(), x.device());
+  Tensor idx = Tensor::empty(ks, kInt64, x.device());
+  if (x.is_cuda()) {
+    dispatch_float(x.dtype(), op, [](auto) {});
+    cuda_ops::ArgReduceArgs args;
+    args.device = x.device().index;
+    args.op = op;
+    args.max = kMax;
+    args.type = detail::gpu_scalar(x.dtype());
+    args.x = detail::gpu_ptr(x);
+    args.values = detail::gpu_ptr(vals);
+    args.indices = static_cast<int64_t*>(detail::gpu_ptr(idx));
+    args.outer = outer;
+    args.R = R;
+    args.inner = inner;
+    cuda_ops::arg_reduce(args);
+  } else {
+    dispatch_float(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      k::arg_reduce<T, kMax>(x.data<T>(), vals.data<T>(), idx.data<int64_t>(), outer, R, inner);
+    });
+  }
   if (!keepdim && x.dim()) {
     Shape ds = drop_shape(s, {axis});
     vals = vals.detach().reshape(ds);

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/cuda/runtime.h"
 #include "graph/factory.h"
+#include "ops/cuda/shape.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/copy.h"
 #include "ops/kernels/sgns.h"
@@ -21,9 +23,27 @@ void check_copy_rank(const Shape& shape, const char* op) {
 }
 
 // Strided copy for any dtype (by element size).
-void copy_strided(const Tensor& src, const Tensor& dst, const Shape& strides, int64_t src_offset = 0) {
+void copy_strided(const Tensor& src, const Tensor& dst, const Shape& strides, int64_t src_offset = 0,
+                  const char* op = "copy") {
   const Shape& shape = dst.shape();
   check_copy_rank(shape, "copy");
+  if (src.is_cuda()) {
+    TG_CHECK(shape.rank() <= cuda_ops::kMaxCopyRank, op, "GPU copies take tensors of at most {} dimensions, got shape {}",
+             cuda_ops::kMaxCopyRank, shape);
+    cuda_ops::CopyArgs args;
+    args.device = src.device().index;
+    args.op = op;
+    args.elem_bytes = static_cast<int>(dtype_size(src.dtype()));
+    args.rank = static_cast<int>(shape.rank());
+    for (int64_t d = 0; d < shape.rank(); ++d) {
+      args.size[d] = shape[d];
+      args.stride[d] = strides[d];
+    }
+    args.src = static_cast<const char*>(detail::gpu_ptr(src)) + src_offset * args.elem_bytes;
+    args.dst = detail::gpu_ptr(dst);
+    cuda_ops::strided_copy(args);
+    return;
+  }
   auto copy = [&](auto tag) {
     using T = decltype(tag);
     k::strided_copy(static_cast<const T*>(src.raw_data()) + src_offset, static_cast<T*>(dst.raw_data()), shape.data(),
@@ -46,7 +66,10 @@ std::pair<int64_t, int64_t> outer_inner(const Shape& s, int64_t dim) {
   return {outer, inner};
 }
 
+// On a GPU the kernels check instead (out of range: zeros, and the device's index flag, reported
+// at the next synchronization naming op): reading the ids here would wait for the GPU.
 void check_indices(const Tensor& index, int64_t limit, const char* op, int64_t dim, const Shape& shape) {
+  if (index.is_cuda()) return;
   const int64_t* p = index.data<int64_t>();
   for (int64_t i = 0; i < index.numel(); ++i)
     TG_CHECK(p[i] >= 0 && p[i] < limit, op, "index {} is out of range for dimension {} of size {} (input shape {})",
@@ -140,8 +163,8 @@ Tensor permute(const Tensor& x, const Shape& order) {
     out_shape[i] = x.shape()[ord[i]];
     st[i] = xs[ord[i]];
   }
-  Tensor out = Tensor::empty(out_shape, x.dtype());
-  copy_strided(x, out, st);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  copy_strided(x, out, st, 0, "permute");
   return record("permute", out, {x}, [inv](const Tensor& g, const Node&) { return Grads{permute(g, inv)}; });
 }
 
@@ -173,8 +196,8 @@ Tensor expand(const Tensor& x, const Shape& shape_in) {
     st[i] = have == 1 ? 0 : xs[i - lead];
   }
   if (shape == x.shape()) return x;
-  Tensor out = Tensor::empty(shape, x.dtype());
-  copy_strided(x, out, st);
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  copy_strided(x, out, st, 0, "expand");
   return record("expand", out, {x}, [xs = x.shape()](const Tensor& g, const Node&) { return Grads{sum_to(g, xs)}; });
 }
 
@@ -195,8 +218,8 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Shape st = contiguous_strides(x.shape());
   int64_t base = start * st[dim];
   st[dim] *= step;
-  Tensor out = Tensor::empty(s, x.dtype());
-  copy_strided(x, out, st, base);
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
+  copy_strided(x, out, st, base, "slice");
   return record("slice", out, {x}, [xs = x.shape(), dim, start, step](const Tensor& g, const Node&) {
     return Grads{slice_backward(g, xs, dim, start, step)};
   });
@@ -205,15 +228,33 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor slice_backward(const Tensor& g, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
   detail::check_float(g, "slice_backward");
   check_copy_rank(shape, "slice_backward");
-  Tensor out = zeros(shape, g.dtype());
+  Tensor out = zeros(shape, g.dtype(), g.device());
   // Write g into out at the sliced positions: out is the strided side.
   Shape st = contiguous_strides(shape);
   int64_t base = start * st[dim];
   st[dim] *= step;
-  dispatch_float(g.dtype(), "slice_backward", [&](auto tag) {
-    using T = decltype(tag);
-    k::strided_scatter(g.data<T>(), out.data<T>() + base, g.shape().data(), st.data(), g.shape().rank());
-  });
+  if (g.is_cuda()) {
+    TG_CHECK(shape.rank() <= cuda_ops::kMaxCopyRank, "slice_backward", "GPU copies take at most {} dimensions, got {}",
+             cuda_ops::kMaxCopyRank, shape);
+    cuda_ops::CopyArgs args;
+    args.device = g.device().index;
+    args.op = "slice_backward";
+    args.elem_bytes = static_cast<int>(dtype_size(g.dtype()));
+    args.rank = static_cast<int>(g.dim());
+    for (int64_t d = 0; d < g.dim(); ++d) {
+      args.size[d] = g.shape()[d];
+      args.stride[d] = st[d];
+    }
+    args.src = detail::gpu_ptr(g);
+    args.dst = static_cast<char*>(detail::gpu_ptr(out)) + base * args.elem_bytes;
+    args.scatter = true;
+    cuda_ops::strided_copy(args);
+  } else {
+    dispatch_float(g.dtype(), "slice_backward", [&](auto tag) {
+      using T = decltype(tag);
+      k::strided_scatter(g.data<T>(), out.data<T>() + base, g.shape().data(), st.data(), g.shape().rank());
+    });
+  }
   int64_t len = g.shape()[dim];
   return record("slice_backward", out, {g}, [dim, start, step, len](const Tensor& gg, const Node&) {
     return Grads{slice(gg, dim, start, start + (len - 1) * step + 1, step)};
@@ -233,6 +274,12 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   TG_CHECK(!xs.empty(), "concat", "expected at least one tensor");
   for (const Tensor& t : xs) detail::check_defined(t, "concat");
   const Tensor& first = xs[0];
+  for (size_t i = 1; i < xs.size(); ++i) {
+    if (!(xs[i].device() == first.device())) {
+      detail::fail("concat", "tensor {} is on {} and tensor 0 on {}; an op takes tensors on one device (move one "
+                   "with .to(device))", i, xs[i].device(), first.device());
+    }
+  }
   TG_CHECK(first.dim() > 0, "concat", "cannot concatenate scalars (rank 0); use stack");
   dim = normalize_axis(dim, first.dim(), "concat");
   Shape s = first.shape();
@@ -246,7 +293,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
              first.shape(), dim);
     s[dim] += t.shape()[dim];
   }
-  Tensor out = Tensor::empty(s, first.dtype());
+  Tensor out = Tensor::empty(s, first.dtype(), first.device());
   const std::pair<int64_t, int64_t> oi = outer_inner(s, dim);
   const int64_t outer = oi.first, inner = oi.second;
   const size_t es = dtype_size(first.dtype());
@@ -255,6 +302,14 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   std::vector<int64_t> sizes;
   for (const Tensor& t : xs) {
     const int64_t row = t.shape()[dim] * inner;
+    if (t.is_cuda()) {  // rows of `row` elements into a pitch of out_row
+      cuda_rt::copy_rows_on_device(t.device().index, static_cast<char*>(detail::gpu_ptr(out)) + off * es,
+                                   static_cast<size_t>(out_row) * es, detail::gpu_ptr(t), static_cast<size_t>(row) * es,
+                                   static_cast<size_t>(row) * es, static_cast<size_t>(outer), "concat");
+      off += row;
+      sizes.push_back(t.shape()[dim]);
+      continue;
+    }
     const char* src = static_cast<const char*>(t.raw_data());
     char* dst = static_cast<char*>(out.raw_data());
     k::parallel_for(0, outer, std::max<int64_t>(1, k::kParallelGrain / std::max<int64_t>(row, 1)), [&](int64_t o0, int64_t o1) {
@@ -326,18 +381,35 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 
 // ---- Indexing ------------------------------------------------------------------------------
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  detail::check_defined(x, "index_select");
-  detail::check_index(index, "index_select");
-  TG_CHECK(index.dim() <= 1, "index_select", "index must be 1-D, got shape {}", index.shape());
-  TG_CHECK(x.dim() > 0, "index_select", "cannot index a scalar (rank 0)");
-  dim = normalize_axis(dim, x.dim(), "index_select");
-  check_indices(index, x.shape()[dim], "index_select", dim, x.shape());
+namespace {
+Tensor index_select_as(const char* op, const Tensor& x, int64_t dim, const Tensor& index) {
+  detail::check_defined(x, op);
+  detail::check_index(index, op);
+  detail::check_same_device(op, x, "input", index, "index");
+  TG_CHECK(index.dim() <= 1, op, "index must be 1-D, got shape {}", index.shape());
+  TG_CHECK(x.dim() > 0, op, "cannot index a scalar (rank 0)");
+  dim = normalize_axis(dim, x.dim(), op);
+  check_indices(index, x.shape()[dim], op, dim, x.shape());
   Shape s = x.shape();
   s[dim] = index.numel();
-  Tensor out = Tensor::empty(s, x.dtype());
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
   const std::pair<int64_t, int64_t> oi = outer_inner(x.shape(), dim);
   const int64_t outer = oi.first, inner = oi.second;
+  if (x.is_cuda()) {
+    cuda_ops::IndexSelectArgs args;
+    args.device = x.device().index;
+    args.op = op;
+    args.elem_bytes = static_cast<int>(dtype_size(x.dtype()));
+    args.src = detail::gpu_ptr(x);
+    args.dst = detail::gpu_ptr(out);
+    args.index = static_cast<const int64_t*>(detail::gpu_ptr(index));
+    args.n = index.numel();
+    args.outer = outer;
+    args.R = x.shape()[dim];
+    args.inner = inner;
+    cuda_ops::index_select(args);
+    return out;
+  }
   const int64_t* idx = index.data<int64_t>();
   const int64_t n = index.numel(), R = x.shape()[dim];
   const size_t es = dtype_size(x.dtype());
@@ -349,6 +421,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
       std::memcpy(dst + t * inner * es, src + (o * R + idx[i]) * inner * es, static_cast<size_t>(inner) * es);
     }
   });
+  return out;
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  Tensor out = index_select_as("index_select", x, dim, index);
+  dim = normalize_axis(dim, x.dim(), "index_select");
   return record("index_select", out, {x}, [xs = x.shape(), dim, index](const Tensor& g, const Node&) {
     // A bfloat16 table's gradient is summed in float32 and rounded once.
     if (g.dtype() == kBFloat16) return Grads{to(index_add(xs, dim, index, to(g, kFloat32)), kBFloat16)};
@@ -451,6 +530,38 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   detail::check_index(index, "gather");
   TG_CHECK(x.dim() > 0, "gather", "cannot gather from a scalar (rank 0)");
   dim = normalize_axis(dim, x.dim(), "gather");
+  detail::check_same_device("gather", x, "input", index, "index");
+  if (x.is_cuda()) {
+    const Shape& is = index.shape();
+    TG_CHECK(is.rank() == x.dim(), "gather", "index has rank {} but the input has rank {} (shapes {} and {})", is.rank(),
+             x.dim(), is, x.shape());
+    for (int64_t d = 0; d < x.dim(); ++d)
+      TG_CHECK(d == dim || is[d] <= x.shape()[d], "gather", "index shape {} exceeds input shape {} in dimension {}", is,
+               x.shape(), d);
+    TG_CHECK(is.rank() <= cuda_ops::kMaxCopyRank, "gather", "GPU gathers take at most {} dimensions, got {}",
+             cuda_ops::kMaxCopyRank, is);
+    dispatch_float(x.dtype(), "gather", [](auto) {});
+    Tensor out = Tensor::empty(is, x.dtype(), x.device());
+    const Shape st = contiguous_strides(x.shape());
+    cuda_ops::GatherArgs args;
+    args.device = x.device().index;
+    args.op = "gather";
+    args.elem_bytes = static_cast<int>(dtype_size(x.dtype()));
+    args.rank = static_cast<int>(is.rank());
+    args.dim = static_cast<int>(dim);
+    for (int64_t d = 0; d < is.rank(); ++d) {
+      args.index_size[d] = is[d];
+      args.src_stride[d] = st[d];
+    }
+    args.limit = x.shape()[dim];
+    args.src = detail::gpu_ptr(x);
+    args.dst = detail::gpu_ptr(out);
+    args.index = static_cast<const int64_t*>(detail::gpu_ptr(index));
+    cuda_ops::gather(args);
+    return record("gather", out, {x}, [xs = x.shape(), dim, index](const Tensor& g, const Node&) {
+      return Grads{scatter_add(xs, dim, index, g)};
+    });
+  }
   Tensor out = Tensor::empty(index.shape(), x.dtype());
   dispatch_float(x.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
@@ -488,6 +599,20 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   TG_CHECK(padding_idx < weight.shape()[0], "embedding", "padding_idx {} is out of range for {} embeddings",
            padding_idx, weight.shape()[0]);
   const int64_t num = weight.shape()[0];
+  detail::check_same_device("embedding", weight, "weight", ids, "ids");
+  if (weight.is_cuda()) {  // the kernel checks the ids (reported at the next synchronization)
+    Shape s = ids.shape();
+    s.push_back(weight.shape()[1]);
+    Tensor flat_ids = ids.dim() == 1 ? ids : ids.reshape({ids.numel()});
+    Tensor rows = index_select_as("embedding", weight.detach(), 0, flat_ids);
+    rows = record("embedding", rows, {weight}, [num, flat_ids, padding_idx](const Tensor& g, const Node&) {
+      Tensor gg = g.dtype() == kBFloat16 ? to(g, kFloat32) : g;
+      if (padding_idx >= 0) gg = masked_fill(gg, eq(flat_ids, static_cast<double>(padding_idx)).reshape({flat_ids.numel(), 1}), 0.0);
+      Tensor gw = index_add({num, g.shape()[1]}, 0, flat_ids, gg);
+      return Grads{g.dtype() == kBFloat16 ? to(gw, kBFloat16) : gw};
+    });
+    return reshape(rows, s);
+  }
   const int64_t* pid = ids.data<int64_t>();
   for (int64_t i = 0, n = ids.numel(); i < n; ++i)
     TG_CHECK(pid[i] >= 0 && pid[i] < num, "embedding", "id {} (at {} of ids shape {}) is out of range for {} embeddings",

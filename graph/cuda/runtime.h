@@ -51,6 +51,23 @@ const char* architectures();  // the build's list ("" without CUDA)
 }  // namespace tg::cuda_rt
 
 namespace tg::cuda_rt {
+// The index flag of a device: index kernels (embedding, index_select, gather) that meet an index
+// out of range write zeros instead of reading out of bounds, and raise this flag (the first bad
+// index wins). The next synchronize() or copy to the host reads it and throws one line naming the
+// op, the index and the size: an asynchronous error blamed on the op that caused it.
+struct IndexError {
+  int raised = 0;
+  int unused = 0;
+  const char* op = nullptr;  // a string literal of the library (the op's name)
+  int64_t value = 0;
+  int64_t limit = 0;
+};
+IndexError* index_error_flag(int device);  // device memory, made at first use
+
+// Copies `rows` rows of `row_bytes` between device buffers with their own row pitches (concat).
+void copy_rows_on_device(int device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                         size_t rows, const char* op);
+
 // Writes `count` copies of an element of elem_bytes (1, 2, 4 or 8) whose bits are `bits` (graph/cuda/fill.cu).
 void fill_pattern(int device, void* dst, size_t count, int elem_bytes, uint64_t bits, const char* op);
 }  // namespace tg::cuda_rt

@@ -23,6 +23,9 @@ constexpr int kMaxDevices = 64;
 struct DeviceState {
   std::once_flag once;
   cudaStream_t stream = nullptr;
+  std::once_flag flag_once;
+  IndexError* flag_device = nullptr;  // raised by index kernels
+  IndexError* flag_host = nullptr;    // pinned: its copy, read at each synchronization
   int capability = 0;
   std::string error;  // why use_device failed ("" when it did not)
 };
@@ -192,12 +195,52 @@ void copy_to_device(int device, void* dst, const void* src, size_t bytes, const 
   after_launch(device, op);
 }
 
+namespace {
+// Waits for the device's stream, with the index flag's copy queued last; throws if it was raised.
+void wait_and_check_indices(int device, const char* op, const char* what) {
+  DeviceState& d = devices()[device];
+  if (d.flag_device != nullptr) {
+    check(cudaMemcpyAsync(d.flag_host, d.flag_device, sizeof(IndexError), cudaMemcpyDeviceToHost, d.stream), device, op,
+          what);
+  }
+  check(cudaStreamSynchronize(d.stream), device, op, what);
+  if (d.flag_device != nullptr && d.flag_host->raised != 0) {
+    const IndexError e = *d.flag_host;
+    *d.flag_host = IndexError{};
+    check(cudaMemsetAsync(d.flag_device, 0, sizeof(IndexError), d.stream), device, op, what);
+    fail(e.op != nullptr ? e.op : "index", "index {} is out of range for a dimension of size {} (found on cuda:{} at the "
+         "next synchronization, in {}; that op wrote zeros in its place)", e.value, e.limit, device, op);
+  }
+}
+}  // namespace
+
+IndexError* index_error_flag(int device) {
+  use_device(device, "index");
+  DeviceState& d = devices()[device];
+  std::call_once(d.flag_once, [&] {
+    check(cudaMalloc(reinterpret_cast<void**>(&d.flag_device), sizeof(IndexError)), device, "index", "cudaMalloc");
+    check(cudaMallocHost(reinterpret_cast<void**>(&d.flag_host), sizeof(IndexError)), device, "index", "cudaMallocHost");
+    *d.flag_host = IndexError{};
+    check(cudaMemsetAsync(d.flag_device, 0, sizeof(IndexError), d.stream), device, "index", "memset");
+  });
+  return d.flag_device;
+}
+
 void copy_to_host(int device, void* dst, const void* src, size_t bytes, const char* op) {
   use_device(device, op);
   if (bytes == 0) return;
   cudaStream_t s = devices()[device].stream;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), device, op, "copy to the CPU");
-  check(cudaStreamSynchronize(s), device, op, "copy to the CPU");
+  wait_and_check_indices(device, op, "copy to the CPU");
+}
+
+void copy_rows_on_device(int device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                         size_t rows, const char* op) {
+  use_device(device, op);
+  if (row_bytes == 0 || rows == 0) return;
+  check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
+                          devices()[device].stream), device, op, "copy on the GPU");
+  after_launch(device, op);
 }
 
 void copy_on_device(int device, void* dst, const void* src, size_t bytes, const char* op) {
@@ -217,7 +260,7 @@ void fill_bytes(int device, void* dst, size_t bytes, int value, const char* op) 
 
 void synchronize(int device, const char* op) {
   use_device(device, op);
-  check(cudaStreamSynchronize(devices()[device].stream), device, op, "synchronize");
+  wait_and_check_indices(device, op, "synchronize");
 }
 
 void* stream(int device) {

@@ -38,4 +38,8 @@ void set_sync_debug(bool) {}
 
 namespace tg::cuda_rt {
 void fill_pattern(int, void*, size_t, int, uint64_t, const char* op) { fail(op, "{}", "this tapegrad was built without CUDA"); }
+IndexError* index_error_flag(int) { fail("index", "{}", "this tapegrad was built without CUDA"); }
+void copy_rows_on_device(int, void*, size_t, const void*, size_t, size_t, size_t, const char* op) {
+  fail(op, "{}", "this tapegrad was built without CUDA");
+}
 }  // namespace tg::cuda_rt

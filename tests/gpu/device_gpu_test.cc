@@ -135,3 +135,50 @@ TEST(Gpu, OpsRefuseTensorsOnTwoDevicesNamingBoth) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Gpu, AnIndexOutOfRangeIsReportedAtTheNextSynchronization) {
+  TG_NEED_GPU();
+  tg::Tensor table = tg::randn({4, 3}).to(kGpu);
+  tg::Tensor ids = tg::tensor({1.0, 7.0, 2.0}, tg::kInt64).to(kGpu);
+  tg::Tensor rows = tg::embedding(table, ids);  // queued; the kernel writes zeros for id 7
+  try {
+    tg::cuda::synchronize();
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("embedding: index 7 is out of range for a dimension of size 4", 0), 0u) << m;
+  }
+  tg::cuda::synchronize();  // the flag is cleared: the device goes on
+  EXPECT_EQ(tg::embedding(table, tg::tensor({3.0}, tg::kInt64).to(kGpu)).to_vector<float>(),
+            table.narrow(0, 3, 1).to_vector<float>());
+}
+
+TEST(Gpu, ModulesMoveInPlaceAndLoadOntoTheirDevice) {
+  TG_NEED_GPU();
+  tg::manual_seed(1);
+  auto lin = std::make_shared<tg::Linear>(3, 2);
+  tg::Tensor w = lin->parameters()[0];
+  const std::vector<float> before = w.to_vector<float>();
+  lin->to(kGpu);
+  EXPECT_TRUE(w.is_cuda());  // the same handle, moved
+  EXPECT_EQ(lin->device(), kGpu);
+  EXPECT_EQ(w.to_vector<float>(), before);
+  tg::StateDict sd;
+  for (auto& [name, p] : lin->named_parameters()) sd.insert(name, tg::zeros_like(p).to(tg::kCPU));
+  lin->load_state_dict(sd);  // from the CPU onto the GPU: the load is the copy
+  EXPECT_TRUE(w.is_cuda());
+  EXPECT_EQ(w.to_vector<float>(), std::vector<float>(6, 0.0f));
+}
+
+TEST(Gpu, ReductionsGiveTheSameBitsEveryRun) {
+  TG_NEED_GPU();
+  tg::Tensor x = tg::randn({3, 1 << 18}).to(kGpu);
+  const std::vector<float> a = tg::sum(x, {1}).to_vector<float>(), b = tg::sum(x, {1}).to_vector<float>();
+  EXPECT_EQ(a, b);
+  const std::vector<float> c = tg::softmax(x, 1).sum({1}).to_vector<float>();
+  for (float v : c) EXPECT_NEAR(v, 1.0f, 1e-4f);
+}
+
+}  // namespace

@@ -1,0 +1,170 @@
+// Row kernels of the nn family on the GPU: one block of 256 threads a row, each thread folding a
+// strided share, combined by a fixed tree in shared memory (deterministic).
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "graph/cuda/runtime.h"
+#include "ops/cuda/nn.h"
+
+namespace tg::cuda_ops {
+namespace {
+
+constexpr unsigned kRowThreads = 256;
+constexpr unsigned kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
+}
+
+// The block's sum (or max) of each thread's v, returned to every thread. part: kRowThreads values.
+template <class T, bool kMax>
+__device__ T block_fold(T v, T* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = kRowThreads / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) {
+      part[threadIdx.x] = kMax ? math::binary<T>(math::Binary::kMax, part[threadIdx.x], part[threadIdx.x + s])
+                               : part[threadIdx.x] + part[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  const T r = part[0];
+  __syncthreads();  // part is reused by the caller's next fold
+  return r;
+}
+
+template <class T>
+__global__ void softmax_rows(bool log, const T* x, T* y, int64_t D) {
+  __shared__ T part[kRowThreads];
+  const T* xr = x + static_cast<int64_t>(blockIdx.x) * D;
+  T* yr = y + static_cast<int64_t>(blockIdx.x) * D;
+  T m = -static_cast<T>(INFINITY);
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) m = math::binary<T>(math::Binary::kMax, m, xr[i]);
+  m = block_fold<T, true>(m, part);
+  T s = 0;
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) s += math::m_exp(xr[i] - m);
+  s = block_fold<T, false>(s, part);
+  if (log) {
+    const T shift = m + math::m_log(s);
+    for (int64_t i = threadIdx.x; i < D; i += kRowThreads) yr[i] = xr[i] - shift;
+  } else {
+    const T inv = T(1) / s;
+    for (int64_t i = threadIdx.x; i < D; i += kRowThreads) yr[i] = math::m_exp(xr[i] - m) * inv;
+  }
+}
+
+template <class T>
+__global__ void softmax_columns(bool log, const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
+  const int64_t n = outer * inner;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = t / inner, j = t % inner;
+    const T* xr = x + o * D * inner + j;
+    T* yr = y + o * D * inner + j;
+    T m = -static_cast<T>(INFINITY);
+    for (int64_t i = 0; i < D; ++i) m = math::binary<T>(math::Binary::kMax, m, xr[i * inner]);
+    T s = 0;
+    for (int64_t i = 0; i < D; ++i) s += math::m_exp(xr[i * inner] - m);
+    const T ls = math::m_log(s);
+    for (int64_t i = 0; i < D; ++i) {
+      yr[i * inner] = log ? xr[i * inner] - m - ls : math::m_exp(xr[i * inner] - m) / s;
+    }
+  }
+}
+
+template <class T>
+__global__ void norm_rows(bool rms, const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t D, T eps) {
+  __shared__ T part[kRowThreads];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * D;
+  T* yr = y + r * D;
+  T m = 0;
+  if (!rms) {
+    T s = 0;
+    for (int64_t i = threadIdx.x; i < D; i += kRowThreads) s += xr[i];
+    m = block_fold<T, false>(s, part) / static_cast<T>(D);
+  }
+  T ss = 0;  // two-pass: squared deviations from the mean (from 0 for RMS norm)
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) {
+    const T d = xr[i] - m;
+    ss += d * d;
+  }
+  const T rs = T(1) / math::m_sqrt(block_fold<T, false>(ss, part) / static_cast<T>(D) + eps);
+  if (threadIdx.x == 0) {
+    if (!rms) mean[r] = m;
+    rstd[r] = rs;
+  }
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) {
+    T v = (xr[i] - m) * rs;
+    if (w != nullptr) v *= w[i];
+    if (b != nullptr) v += b[i];
+    yr[i] = v;
+  }
+}
+
+template <class T>
+__global__ void bias_act_kernel(math::Unary act, const T* x, const T* bias, T* y, int64_t n, int64_t D) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = math::unary<T>(act, x[i] + bias[i % D], T(1), T(0));
+  }
+}
+
+template <class F>
+void float_types(Scalar t, F&& f) {
+  if (t == Scalar::kF64) f(double{});
+  else f(float{});
+}
+
+}  // namespace
+
+void softmax(const SoftmaxArgs& a) {
+  if (a.outer * a.D * a.inner == 0) return;
+  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a.x);
+    T* y = static_cast<T*>(a.y);
+    if (a.inner == 1) {
+      for (int64_t o = 0; o < a.outer; o += 65535) {
+        const int64_t rows = a.outer - o < 65535 ? a.outer - o : 65535;
+        softmax_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(a.log, x + o * a.D, y + o * a.D, a.D);
+      }
+    } else {
+      softmax_columns<T><<<blocks_for(a.outer * a.inner), kThreads, 0, s>>>(a.log, x, y, a.outer, a.D, a.inner);
+    }
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void norm(const NormArgs& a) {
+  if (a.rows == 0) return;
+  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t r = 0; r < a.rows; r += 65535) {
+      const int64_t rows = a.rows - r < 65535 ? a.rows - r : 65535;
+      norm_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(
+          a.rms, static_cast<const T*>(a.x) + r * a.D, static_cast<const T*>(a.w), static_cast<const T*>(a.b),
+          static_cast<T*>(a.y) + r * a.D, a.rms ? nullptr : static_cast<T*>(a.mean) + r, static_cast<T*>(a.rstd) + r, a.D,
+          static_cast<T>(a.eps));
+    }
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void bias_act(const BiasActArgs& a) {
+  const int64_t n = a.rows * a.D;
+  if (n == 0) return;
+  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    bias_act_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(a.act, static_cast<const T*>(a.x), static_cast<const T*>(a.bias),
+                                                          static_cast<T*>(a.y), n, a.D);
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+}  // namespace tg::cuda_ops

@@ -1,0 +1,9 @@
+// The nn family's GPU entry points in a build without CUDA: never reached, refusing if they were.
+#include "graph/error.h"
+#include "ops/cuda/nn.h"
+
+namespace tg::cuda_ops {
+void softmax(const SoftmaxArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void norm(const NormArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void bias_act(const BiasActArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+}  // namespace tg::cuda_ops

@@ -1,0 +1,152 @@
+// Strided copies and index ops on the GPU: one grid-stride loop each, moving elements as unsigned
+// integers of their size (any dtype).
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "graph/cuda/runtime.h"
+#include "ops/cuda/shape.h"
+
+namespace tg::cuda_ops {
+namespace {
+
+constexpr unsigned kThreads = 256;
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
+}
+#define TG_GRID_LOOP(i, n)                                                                      \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);        \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+struct Layout {
+  int rank;
+  int64_t size[kMaxCopyRank];
+  int64_t stride[kMaxCopyRank];
+};
+__device__ __forceinline__ int64_t offset_of(const Layout& l, int64_t i) {
+  int64_t off = 0;
+  for (int d = l.rank - 1; d >= 0; --d) {
+    off += (i % l.size[d]) * l.stride[d];
+    i /= l.size[d];
+  }
+  return off;
+}
+
+template <class T>
+__global__ void copy_kernel(Layout l, int64_t n, const T* src, T* dst, bool scatter) {
+  TG_GRID_LOOP(i, n) {
+    const int64_t o = offset_of(l, i);
+    if (scatter) dst[o] = src[i];
+    else dst[i] = src[o];
+  }
+}
+
+// Raises the device's index flag once (the first bad index wins) with what the host will report.
+__device__ void flag_bad_index(cuda_rt::IndexError* flag, const char* op, int64_t value, int64_t limit) {
+  if (atomicCAS(&flag->raised, 0, 1) == 0) {
+    flag->op = op;
+    flag->value = value;
+    flag->limit = limit;
+    __threadfence_system();
+  }
+}
+
+template <class T>
+__global__ void index_select_kernel(const T* src, T* dst, const int64_t* index, int64_t n, int64_t R, int64_t inner,
+                                    int64_t total, cuda_rt::IndexError* flag, const char* op) {
+  TG_GRID_LOOP(t, total) {
+    const int64_t j = t % inner;
+    const int64_t oi = t / inner;  // o * n + i
+    const int64_t i = oi % n, o = oi / n;
+    const int64_t id = index[i];
+    if (id < 0 || id >= R) {
+      if (j == 0) flag_bad_index(flag, op, id, R);
+      dst[t] = T(0);
+    } else {
+      dst[t] = src[(o * R + id) * inner + j];
+    }
+  }
+}
+
+template <class T>
+__global__ void gather_kernel(Layout l, int dim, int64_t limit, int64_t n, const T* src, T* dst, const int64_t* index,
+                              cuda_rt::IndexError* flag, const char* op) {
+  TG_GRID_LOOP(i, n) {
+    int64_t rest = i, base = 0;
+    for (int d = l.rank - 1; d >= 0; --d) {
+      if (d != dim) base += (rest % l.size[d]) * l.stride[d];
+      rest /= l.size[d];
+    }
+    const int64_t id = index[i];
+    if (id < 0 || id >= limit) {
+      flag_bad_index(flag, op, id, limit);
+      dst[i] = T(0);
+    } else {
+      dst[i] = src[base + id * l.stride[dim]];
+    }
+  }
+}
+
+template <class F>
+void by_size(int bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    default: f(uint64_t{}); break;
+  }
+}
+
+}  // namespace
+
+void strided_copy(const CopyArgs& a) {
+  Layout l{a.rank, {}, {}};
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) {
+    l.size[d] = a.size[d];
+    l.stride[d] = a.stride[d];
+    n *= a.size[d];
+  }
+  if (n == 0) return;
+  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  by_size(a.elem_bytes, [&](auto tag) {
+    using T = decltype(tag);
+    copy_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(l, n, static_cast<const T*>(a.src), static_cast<T*>(a.dst), a.scatter);
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void index_select(const IndexSelectArgs& a) {
+  const int64_t total = a.outer * a.n * a.inner;
+  if (total == 0) return;
+  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cuda_rt::IndexError* flag = cuda_rt::index_error_flag(a.device);
+  by_size(a.elem_bytes, [&](auto tag) {
+    using T = decltype(tag);
+    index_select_kernel<T><<<blocks_for(total), kThreads, 0, s>>>(static_cast<const T*>(a.src), static_cast<T*>(a.dst),
+                                                                  a.index, a.n, a.R, a.inner, total, flag, a.op);
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void gather(const GatherArgs& a) {
+  Layout l{a.rank, {}, {}};
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) {
+    l.size[d] = a.index_size[d];
+    l.stride[d] = a.src_stride[d];
+    n *= a.index_size[d];
+  }
+  if (n == 0) return;
+  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cuda_rt::IndexError* flag = cuda_rt::index_error_flag(a.device);
+  by_size(a.elem_bytes, [&](auto tag) {
+    using T = decltype(tag);
+    gather_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(l, a.dim, a.limit, n, static_cast<const T*>(a.src),
+                                                        static_cast<T*>(a.dst), a.index, flag, a.op);
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+}  // namespace tg::cuda_ops
