@@ -111,6 +111,14 @@ void set_memory_limit(size_t bytes, int device) { allocator(device, "set_memory_
 void set_sync_debug(bool on) { cuda_rt::set_sync_debug(on); }
 bool sync_debug() { return cuda_rt::sync_debug(); }
 uint64_t kernel_launches() { return cuda_rt::launches(); }
+namespace {
+std::atomic<bool> g_tf32{[] {
+  const char* e = std::getenv("TG_CUDA_TF32");
+  return e != nullptr && e[0] == '1';
+}()};
+}  // namespace
+void set_allow_tf32(bool on) { g_tf32.store(on, std::memory_order_relaxed); }
+bool allow_tf32() { return g_tf32.load(std::memory_order_relaxed); }
 void set_poison_allocations(bool on) { g_poison.store(on, std::memory_order_relaxed); }
 bool poison_allocations() { return g_poison.load(std::memory_order_relaxed); }
 void* stream(int device) { return cuda_rt::stream(device); }

@@ -46,6 +46,11 @@ void empty_cache(int device = 0);  // returns cached (unused) buffers to the dri
 // one line, as a real out-of-memory does. 0: no cap (the default).
 void set_memory_limit(size_t bytes, int device = 0);
 
+// Float32 products on the GPU are exact float32 by default; TF32 (10-bit mantissas, much faster
+// on Ampere and later) only when allowed here (also TG_CUDA_TF32=1), as torch's allow_tf32.
+void set_allow_tf32(bool on);
+bool allow_tf32();
+
 // Debugging: after every GPU op, wait for it and check for errors, so that an asynchronous fault is
 // blamed on the op that caused it (also TG_CUDA_SYNC=1 in the environment). Slow.
 void set_sync_debug(bool on);

@@ -6,9 +6,11 @@
 
 #include <atomic>
 
+#include "graph/cuda.h"
 #include "graph/factory.h"
 #include "ops/autocast.h"
 #include "ops/cpu_capability.h"
+#include "ops/cuda/matmul.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/bf16.h"
 #include "ops/kernels/gemm.h"
@@ -91,6 +93,56 @@ void for_each_product(int64_t nb, int64_t mnk, const F& one) {
   }
 }
 
+// The products of matmul_nd on a GPU: one strided-batched cuBLASLt call where the batch offsets
+// are uniform (no broadcast, or one operand shared by the whole batch), else one call a product.
+// Under autocast the float32 operands are rounded to bfloat16 first (float32 sums and output).
+void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                const std::vector<int64_t>& aoff, const std::vector<int64_t>& boff, bool autocast) {
+  Tensor a = a0, b = b0;
+  if (autocast) {
+    NoGradGuard ng;  // the backward recomputes its own products
+    a = to(a0.detach(), kBFloat16);
+    b = to(b0.detach(), kBFloat16);
+  }
+  cuda_ops::GemmArgs g;
+  g.device = a.device().index;
+  g.op = "matmul";
+  g.in_type = detail::gpu_scalar(a.dtype());
+  g.out_type = detail::gpu_scalar(out.dtype());
+  g.tf32 = a.dtype() == kFloat32 && cuda::allow_tf32();
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  const int64_t nb = static_cast<int64_t>(aoff.size());
+  auto uniform = [nb](const std::vector<int64_t>& off) {
+    const int64_t step = nb > 1 ? off[1] - off[0] : 0;
+    for (int64_t i = 0; i < nb; ++i)
+      if (off[static_cast<size_t>(i)] != off[0] + i * step) return int64_t{-1};
+    return step;
+  };
+  const int64_t sa = uniform(aoff), sb = uniform(boff);
+  const size_t ea = dtype_size(a.dtype()), eo = dtype_size(out.dtype());
+  if (sa >= 0 && sb >= 0) {
+    g.batch = nb;
+    g.A = static_cast<const char*>(detail::gpu_ptr(a)) + aoff[0] * M * K * static_cast<int64_t>(ea);
+    g.B = static_cast<const char*>(detail::gpu_ptr(b)) + boff[0] * K * N * static_cast<int64_t>(ea);
+    g.C = detail::gpu_ptr(out);
+    g.stride_a = sa * M * K;
+    g.stride_b = sb * K * N;
+    g.stride_c = M * N;
+    cuda_ops::gemm(g);
+    return;
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    g.A = static_cast<const char*>(detail::gpu_ptr(a)) + aoff[static_cast<size_t>(i)] * M * K * static_cast<int64_t>(ea);
+    g.B = static_cast<const char*>(detail::gpu_ptr(b)) + boff[static_cast<size_t>(i)] * K * N * static_cast<int64_t>(ea);
+    g.C = static_cast<char*>(detail::gpu_ptr(out)) + i * M * N * static_cast<int64_t>(eo);
+    cuda_ops::gemm(g);
+  }
+}
+
 // Both operands of rank >= 2 and the same float dtype. With ta, a holds [..., K, M]; with tb,
 // b holds [..., N, K]. autocast: float32 operands multiplied as bfloat16 (float32 sums and output).
 Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast) {
@@ -107,7 +159,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  Tensor out = Tensor::empty(out_shape, a.dtype());
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
   // Batch offsets of a and b for every output batch index (stride 0 where broadcast).
   const int64_t nb = batch.numel();
   BroadcastPlan plan = make_broadcast_plan(batch, {abatch, bbatch});
@@ -118,7 +170,9 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
       boff[o + i] = in[1] + i * plan.inner_stride[1];
     }
   });
-  if (autocast) {
+  if (a.is_cuda()) {
+    gpu_matmul(a, b, out, ta, tb, M, N, K, aoff, boff, autocast);
+  } else if (autocast) {
     // Autocast: float32 operands rounded to bfloat16 while packed, float32 sums and output.
     const auto path = cpu_capability();
     const float* pa = a.data<float>();
@@ -168,6 +222,7 @@ Tensor matmul_as(const Tensor& a, const Tensor& b, bool transpose_a, bool transp
   TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both operands need at least one dimension, got shapes {} and {}",
            a.shape(), b.shape());
   TG_CHECK(a.dtype() == b.dtype(), "matmul", "operands have different dtypes ({} and {})", a.dtype(), b.dtype());
+  detail::check_same_device("matmul", a, "first operand", b, "second operand");
   TG_CHECK(!(transpose_a && a.dim() < 2) && !(transpose_b && b.dim() < 2), "matmul",
            "a transpose flag needs an operand of rank >= 2, got shapes {} and {}", a.shape(), b.shape());
   autocast = autocast && a.dtype() == kFloat32;  // float64 (gradcheck) and bfloat16 tensors are never autocast
@@ -281,7 +336,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   out_shape.back() = out;
   const Tensor x2 = x.dim() == 2 ? x : reshape(x, {x.numel() / in, in});
   Tensor y;
-  if (bias.defined() && x.dtype() != kBFloat16 && (act == Activation::kIdentity || act == Activation::kRelu)) {
+  detail::check_same_device("linear", x, "input", weight, "weight");
+  if (bias.defined()) detail::check_same_device("linear", x, "input", bias, "bias");
+  // The fused CPU kernel; on a GPU the product and then bias_act (cuBLASLt's epilogue: issue 48).
+  if (bias.defined() && x.dtype() != kBFloat16 && !x.is_cuda() && (act == Activation::kIdentity || act == Activation::kRelu)) {
     y = linear_fused(x2, weight, bias, act == Activation::kRelu);
   } else {
     y = matmul(x2, weight, false, true);

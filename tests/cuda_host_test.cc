@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/cuda/math.h"
+#include "ops/cuda/matmul.h"
 #include "ops/cuda/strided.h"
 #include "tapegrad.h"
 
@@ -209,6 +210,45 @@ TEST(CudaHost, BinaryAndCompareFormulasMatchTheCpuOps) {
       got.push_back(m::binary<double>(tanh_form ? m::Binary::kGeluTanhGrad : m::Binary::kGeluErfGrad, gv[i], av[i + 3]));
     expect_close(got, want.to_vector<double>(), 1e-13, tanh_form ? "gelu tanh grad" : "gelu erf grad");
   }
+}
+
+// cuBLAS's column-major product, done on the host as cuBLAS defines it, over the operands and
+// leading dimensions gemm_mapping gives for a row-major product: it must equal tg::matmul.
+std::vector<double> column_major_gemm(const tg::cuda_ops::GemmMapping& g, const std::vector<double>& first,
+                                      const std::vector<double>& second) {
+  auto at = [](const std::vector<double>& m, const tg::cuda_ops::ColumnMajorOperand& o, int64_t r, int64_t c) {
+    // element (r, c) of op(stored), stored column-major with o.ld
+    return o.transpose ? m[static_cast<size_t>(c + r * o.ld)] : m[static_cast<size_t>(r + c * o.ld)];
+  };
+  std::vector<double> c(static_cast<size_t>(g.ldc * g.n));
+  for (int64_t j = 0; j < g.n; ++j)
+    for (int64_t i = 0; i < g.m; ++i) {
+      double s = 0;
+      for (int64_t p = 0; p < g.k; ++p) s += at(first, g.first, i, p) * at(second, g.second, p, j);
+      c[static_cast<size_t>(i + j * g.ldc)] = s;
+    }
+  return c;
+}
+
+TEST(CudaHost, RowMajorProductsMapOntoCublasColumnMajorOnes) {
+  tg::manual_seed(12);
+  const int64_t M = 5, N = 3, K = 4;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor a = tg::randn(ta ? tg::Shape{K, M} : tg::Shape{M, K}, tg::kFloat64);
+      Tensor b = tg::randn(tb ? tg::Shape{N, K} : tg::Shape{K, N}, tg::kFloat64);
+      const auto g = tg::cuda_ops::gemm_mapping(M, N, K, ta, tb);
+      EXPECT_EQ(g.m, N);
+      EXPECT_EQ(g.n, M);
+      // the operands' stored shapes, column-major: rows x cols must hold the whole matrix at ld
+      EXPECT_EQ(g.first.rows * g.first.cols, N * K);
+      EXPECT_EQ(g.second.rows * g.second.cols, M * K);
+      EXPECT_EQ(g.first.ld, g.first.rows);
+      EXPECT_EQ(g.second.ld, g.second.rows);
+      const std::vector<double> c = column_major_gemm(g, b.to_vector<double>(), a.to_vector<double>());
+      expect_close(c, tg::matmul(a, b, ta, tb).to_vector<double>(), 1e-12,
+                   fmt::format("matmul ta={} tb={}", ta, tb));  // column-major [N, M] is row-major [M, N]
+    }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Tensors on a GPU: copies there and back keep every bit, factories fill on the device, the host
 // refuses to read device memory, the caching allocator reuses and frees, and each failure is one
 // line. Needs a GPU (tests/gpu/gpu_test_util.h: skipped without one, failed with TG_REQUIRE_GPU=1).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -179,6 +181,67 @@ TEST(Gpu, ReductionsGiveTheSameBitsEveryRun) {
   EXPECT_EQ(a, b);
   const std::vector<float> c = tg::softmax(x, 1).sum({1}).to_vector<float>();
   for (float v : c) EXPECT_NEAR(v, 1.0f, 1e-4f);
+}
+
+}  // namespace
+
+namespace {
+
+double max_rel_error(const tg::Tensor& got, const tg::Tensor& want) {
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double e = 0;
+  for (size_t i = 0; i < w.size(); ++i) e = std::max(e, std::fabs(g[i] - w[i]) / (1 + std::fabs(w[i])));
+  return e;
+}
+
+TEST(Gpu, ProductsMatchTheCpuInEveryPrecision) {
+  TG_NEED_GPU();
+  tg::manual_seed(4);
+  struct Case {
+    tg::Shape a, b;
+    bool ta, tb;
+  };
+  const std::vector<Case> cases = {{{64, 48}, {48, 80}, false, false}, {{48, 64}, {80, 48}, true, true},
+                                   {{2, 3, 5, 4}, {4, 6}, false, false},  // one B for the whole batch
+                                   {{2, 1, 5, 4}, {3, 4, 6}, false, false},  // broadcast: one call a product
+                                   {{7}, {7, 3}, false, false}, {{0, 4}, {4, 2}, false, false}, {{3, 0}, {0, 2}, false, false}};
+  for (const Case& c : cases) {
+    for (tg::DType d : {tg::kFloat32, tg::kFloat64, tg::kBFloat16}) {
+      tg::Tensor a = tg::randn(c.a).to(d), b = tg::randn(c.b).to(d);
+      const tg::Tensor want = tg::matmul(a, b, c.ta, c.tb);
+      const tg::Tensor got = tg::matmul(a.to(kGpu), b.to(kGpu), c.ta, c.tb);
+      EXPECT_TRUE(got.is_cuda());
+      ASSERT_EQ(got.shape(), want.shape());
+      EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), d == tg::kFloat64 ? 1e-12 : d == tg::kBFloat16 ? 1e-2 : 1e-4)
+          << c.a.str() << " x " << c.b.str() << " " << tg::dtype_name(d);
+    }
+  }
+  // Autocast: bfloat16 products with float32 sums and output; TF32 only when asked.
+  tg::Tensor a = tg::randn({33, 65}), b = tg::randn({65, 17});
+  const tg::Tensor want = tg::matmul(a, b);
+  {
+    tg::AutocastGuard ac;
+    const tg::Tensor got = tg::matmul(a.to(kGpu), b.to(kGpu));
+    EXPECT_EQ(got.dtype(), tg::kFloat32);
+    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 1e-2);
+  }
+  tg::cuda::set_allow_tf32(true);
+  EXPECT_LE(max_rel_error(tg::matmul(a.to(kGpu), b.to(kGpu)).to(tg::kCPU), want), 3e-3);
+  tg::cuda::set_allow_tf32(false);
+  const tg::Tensor exact = tg::matmul(a.to(kGpu), b.to(kGpu));
+  EXPECT_EQ(exact.to_vector<float>(), tg::matmul(a.to(kGpu), b.to(kGpu)).to_vector<float>());  // the same bits again
+  EXPECT_LE(max_rel_error(exact.to(tg::kCPU), want), 1e-5);
+}
+
+TEST(Gpu, LinearLayersRunOnTheGpu) {
+  TG_NEED_GPU();
+  tg::manual_seed(6);
+  tg::Tensor x = tg::randn({4, 7, 16}), w = tg::randn({8, 16}), bias = tg::randn({8});
+  for (tg::Activation act : {tg::Activation::kIdentity, tg::Activation::kRelu, tg::Activation::kGelu}) {
+    const tg::Tensor want = tg::linear(x, w, bias, act);
+    const tg::Tensor got = tg::linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu), act);
+    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 1e-4);
+  }
 }
 
 }  // namespace
