@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "graph/factory.h"
+#include "ops/cuda/attention.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/attention.h"
 #include "ops/matmul.h"
@@ -81,6 +82,57 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
 
 double scale_of(const AttentionOptions& o, int64_t d) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(d)); }
 
+// flash_attention's forward on a GPU (ops/cuda/attention.h): q, k, v (and the mask) on one device.
+void gpu_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& out, const Tensor& lse,
+                   const AttentionOptions& o, const Dims& dm, double scale) {
+  const char* op = "flash_attention";
+  detail::check_same_device(op, q, "q", kk, "k");
+  detail::check_same_device(op, q, "q", v, "v");
+  if (o.mask.defined()) detail::check_same_device(op, q, "q", o.mask, "mask");
+  dispatch_float(q.dtype(), op, [](auto) {});
+  TG_CHECK(dm.d <= cuda_ops::kMaxHeadSize && dm.dv <= cuda_ops::kMaxHeadSize, op,
+           "head sizes up to {} run on the GPU, got {} and {} (q shape {}, v shape {})", cuda_ops::kMaxHeadSize, dm.d,
+           dm.dv, q.shape(), v.shape());
+  TG_CHECK(dm.lead.rank() <= cuda_ops::kMaxLeadRank, op, "at most {} leading dimensions on the GPU, got shape {}",
+           cuda_ops::kMaxLeadRank, q.shape());
+  cuda_ops::AttentionArgs a;
+  a.device = q.device().index;
+  a.op = op;
+  a.type = detail::gpu_scalar(q.dtype());
+  a.q = detail::gpu_ptr(q);
+  a.k = detail::gpu_ptr(kk);
+  a.v = detail::gpu_ptr(v);
+  a.out = detail::gpu_ptr(out);
+  a.lse = detail::gpu_ptr(lse);
+  a.n = dm.n;
+  a.T = dm.T;
+  a.S = dm.S;
+  a.rows = dm.rows;
+  a.d = dm.d;
+  a.dv = dm.dv;
+  a.group = dm.group;
+  a.scale = scale;
+  a.causal = o.causal;
+  a.causal_offset = o.causal_offset;
+  if (o.mask.defined()) {  // the mask's strides, right-aligned to [lead..., T, S] (0 where it broadcasts)
+    const int64_t r = dm.lead.rank() + 2;
+    Shape ms(static_cast<size_t>(r), 1);
+    for (int64_t i = 0; i < o.mask.dim(); ++i) ms[r - o.mask.dim() + i] = o.mask.shape()[i];
+    Shape st = contiguous_strides(ms);
+    for (int64_t i = 0; i < r; ++i)
+      if (ms[i] == 1) st[i] = 0;
+    a.mask = static_cast<const bool*>(detail::gpu_ptr(o.mask));
+    a.lead_rank = static_cast<int>(dm.lead.rank());
+    for (int64_t i = 0; i < dm.lead.rank(); ++i) {
+      a.lead[i] = dm.lead[i];
+      a.mask_lead_stride[i] = st[i];
+    }
+    a.mask_row = st[r - 2];
+    a.mask_col = st[r - 1];
+  }
+  cuda_ops::attention(a);
+}
+
 // Per batch index: the mask's base offset and its row/column strides (0 where it broadcasts).
 struct MaskLayout {
   std::vector<int64_t> base;
@@ -119,24 +171,28 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
   out_shape.push_back(dm.dv);
   Shape lse_shape = dm.lead;
   lse_shape.push_back(dm.T);
-  Tensor out = Tensor::empty(out_shape, q.dtype());
-  Tensor lse = Tensor::empty(lse_shape, q.dtype());
+  Tensor out = Tensor::empty(out_shape, q.dtype(), q.device());
+  Tensor lse = Tensor::empty(lse_shape, q.dtype(), q.device());
   MaskLayout ml = mask_layout(opts.mask, dm);
-  const bool* mask = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
-  dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
-    using T = decltype(tag);
-    const T *pq = q.data<T>(), *pk = kk.data<T>(), *pv = v.data<T>();
-    T *po = out.data<T>(), *pl = lse.data<T>();
-    k::parallel_for(0, dm.n, 1, [&](int64_t n0, int64_t n1) {
-      k::AttnScratch<T> w;
-      for (int64_t n = n0; n < n1; ++n) {
-        k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
-        const int64_t kv = n / dm.group;
-        k::attention_forward<T>(pq + n * dm.T * dm.d, pk + kv * dm.rows * dm.d, pv + kv * dm.rows * dm.dv, po + n * dm.T * dm.dv,
-                                pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w);
-      }
+  if (q.is_cuda()) {
+    gpu_attention(q, kk, v, out, lse, opts, dm, scale);
+  } else {
+    const bool* mask = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
+    dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
+      using T = decltype(tag);
+      const T *pq = q.data<T>(), *pk = kk.data<T>(), *pv = v.data<T>();
+      T *po = out.data<T>(), *pl = lse.data<T>();
+      k::parallel_for(0, dm.n, 1, [&](int64_t n0, int64_t n1) {
+        k::AttnScratch<T> w;
+        for (int64_t n = n0; n < n1; ++n) {
+          k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
+          const int64_t kv = n / dm.group;
+          k::attention_forward<T>(pq + n * dm.T * dm.d, pk + kv * dm.rows * dm.d, pv + kv * dm.rows * dm.dv, po + n * dm.T * dm.dv,
+                                  pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w);
+        }
+      });
     });
-  });
+  }
   return record("flash_attention", out, {q, kk, v},
                 [q, kk, v, lse, opts, dm, scale, ml = std::move(ml)](const Tensor& g0, const Node& node) {
     TG_CHECK(!grad_enabled(), "flash_attention", "its backward is a fused kernel and cannot be differentiated again "
@@ -182,7 +238,7 @@ AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tenso
   if (dm.group > 1) return attention_unfused(q, repeat_kv(kk, dm.group), repeat_kv(v, dm.group), opts);
   Tensor scores = mul(matmul(q, kk, false, true), scale_of(opts, dm.d));  // q kᵀ / √d
   const double ninf = -std::numeric_limits<double>::infinity();
-  if (opts.causal) scores = masked_fill(scores, causal_mask(dm.T, dm.S, opts.causal_offset), ninf);
+  if (opts.causal) scores = masked_fill(scores, causal_mask(dm.T, dm.S, opts.causal_offset, q.device()), ninf);
   if (opts.mask.defined()) scores = masked_fill(scores, opts.mask, ninf);
   Tensor weights = softmax(scores, -1);
   return {matmul(weights, v), weights};
@@ -201,12 +257,31 @@ Tensor repeat_kv(const Tensor& x, int64_t n_rep) {
 
 namespace {
 Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, double sign) {
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t T = x.size(-2), h = x.size(-1) / 2;
-  dispatch_float(x.dtype(), "rotary_embedding", [&](auto tag) {
-    using V = decltype(tag);
-    k::rope_rows<V>(y.data<V>(), x.data<V>(), cos.data<V>(), sin.data<V>(), x.numel() / (2 * h), T, h, static_cast<V>(sign));
-  });
+  if (x.is_cuda()) {
+    detail::check_same_device("rotary_embedding", x, "x", cos, "cos");
+    detail::check_same_device("rotary_embedding", x, "x", sin, "sin");
+    dispatch_float(x.dtype(), "rotary_embedding", [](auto) {});
+    cuda_ops::RopeArgs a;
+    a.device = x.device().index;
+    a.op = "rotary_embedding";
+    a.type = detail::gpu_scalar(x.dtype());
+    a.x = detail::gpu_ptr(x);
+    a.cos = detail::gpu_ptr(cos);
+    a.sin = detail::gpu_ptr(sin);
+    a.y = detail::gpu_ptr(y);
+    a.rows = x.numel() / (2 * h);
+    a.T = T;
+    a.h = h;
+    a.sign = sign;
+    cuda_ops::rope(a);
+  } else {
+    dispatch_float(x.dtype(), "rotary_embedding", [&](auto tag) {
+      using V = decltype(tag);
+      k::rope_rows<V>(y.data<V>(), x.data<V>(), cos.data<V>(), sin.data<V>(), x.numel() / (2 * h), T, h, static_cast<V>(sign));
+    });
+  }
   // Linear in x: the backward turns the gradient back by the same angles.
   return record("rotary_embedding", y, {x}, [cos, sin, sign](const Tensor& g, const Node&) {
     return Grads{rotate(to(g, cos.dtype()), cos, sin, -sign)};

@@ -620,6 +620,7 @@ Tensor causal_mask(int64_t T, int64_t S, int64_t offset) {
   return m;
 }
 Tensor causal_mask(int64_t T) { return causal_mask(T, T); }
+Tensor causal_mask(int64_t T, int64_t S, int64_t offset, Device device) { return causal_mask(T, S, offset).to(device); }
 
 Tensor padding_mask(const Tensor& ids, int64_t pad_id) {
   detail::check_index(ids, "padding_mask");

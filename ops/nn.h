@@ -75,6 +75,7 @@ Tensor dropout(const Tensor& x, double p, bool training = true);
 // [T, T]: true above the diagonal (key j > query i); [T, S] for T queries and S keys.
 Tensor causal_mask(int64_t T);
 Tensor causal_mask(int64_t T, int64_t S, int64_t offset = 0);  // key j hidden from query i when j > i + offset
+Tensor causal_mask(int64_t T, int64_t S, int64_t offset, Device device);  // the same, made on `device`
 // ids [B, T] -> bool [B, T]: true where ids == pad_id.
 Tensor padding_mask(const Tensor& ids, int64_t pad_id);
 

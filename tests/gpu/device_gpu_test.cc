@@ -245,3 +245,31 @@ TEST(Gpu, LinearLayersRunOnTheGpu) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Gpu, AttentionMatchesTheCpuWithEveryMask) {
+  TG_NEED_GPU();
+  tg::manual_seed(8);
+  for (int64_t d : {32, 64, 100, 128, 256}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const int64_t B = 2, H = 4, Hkv = variant == 2 ? 2 : 4, T = 37, S = variant == 3 ? 300 : 37;
+      tg::Tensor q = tg::randn({B, H, T, d}), k = tg::randn({B, Hkv, S, d}), v = tg::randn({B, Hkv, S, d});
+      tg::AttentionOptions o;
+      o.causal = variant == 0 || variant == 2;
+      if (variant == 1) o.mask = tg::gt(tg::randn({B, 1, 1, S}), 1.0);  // key padding
+      if (variant == 3) {
+        o.kv_length = 290;  // a preallocated cache, partly filled
+        o.causal = true;
+        o.causal_offset = 253;
+      }
+      const tg::Tensor want = tg::flash_attention(q, k, v, o);
+      tg::AttentionOptions og = o;
+      if (o.mask.defined()) og.mask = o.mask.to(kGpu);
+      const tg::Tensor got = tg::flash_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), og);
+      EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 1e-4) << "d " << d << " variant " << variant;
+    }
+  }
+}
+
+}  // namespace
