@@ -18,7 +18,7 @@
 namespace {
 
 struct Options {
-  std::string model, input, output, pooling, precision = "fp32";
+  std::string model, input, output, pooling, precision = "fp32", device = "auto";
   bool normalize = false, overwrite = false;
   int64_t layer = -1, batch = 32, max_length = 0, threads = 0;
 };
@@ -38,7 +38,9 @@ int run(int argc, char** argv) {
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   f.add("overwrite", &o.overwrite, "replace an existing --output");
   tg::cli::add_precision(f, &o.precision);
+  tg::cli::add_device(f, &o.device);
   f.parse(argc, argv).or_throw();
+  const tg::Device device = tg::cli::device(o.device);
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
   namespace fs = std::filesystem;
   if (fs::is_directory(o.output)) tg::cli::fail(fmt::format("--output {} is a folder; give a file name", o.output));
@@ -48,6 +50,7 @@ int run(int argc, char** argv) {
   tg::AutocastGuard autocast(tg::cli::precision(o.precision));
   auto enc = tg::text::SentenceEncoder::load(o.model).value();
   if (tg::autocast_enabled()) tg::check_representable(enc->model(), tg::kBFloat16, o.model).or_throw();
+  enc->model().to(device);
   const tg::BertConfig& cfg = enc->model().cfg;
   if (o.layer > cfg.layers) tg::cli::fail(fmt::format("--layer {}: the model has {} layers (0..{})", o.layer, cfg.layers, cfg.layers));
   if (o.max_length > cfg.max_positions)
@@ -59,8 +62,8 @@ int run(int argc, char** argv) {
 
   const std::vector<std::string> lines =
       tg::text::read_lines(o.input, {.trim = false, .skip_empty = false}).value();
-  std::fprintf(stderr, "bert_embed: %zu lines, %lld layers x %lld wide, %s pooling%s, at most %lld tokens, %d threads, %s\n",
-               lines.size(), static_cast<long long>(o.layer < 0 ? cfg.layers : o.layer), static_cast<long long>(cfg.hidden),
+  std::fprintf(stderr, "bert_embed: on %s, %zu lines, %lld layers x %lld wide, %s pooling%s, at most %lld tokens, %d threads, %s\n",
+               tg::cli::describe_device(device).c_str(), lines.size(), static_cast<long long>(o.layer < 0 ? cfg.layers : o.layer), static_cast<long long>(cfg.hidden),
                enc->pooling == tg::Pooling::kCls ? "CLS" : "mean", enc->normalize ? ", normalized" : "",
                static_cast<long long>(enc->max_length), tg::num_threads(), o.precision.c_str());
   tg::train::Progress progress(static_cast<int64_t>(lines.size()), "embed", "sentences");

@@ -20,7 +20,7 @@
 namespace {
 
 struct Options {
-  std::string model, prompt, prompt_file, prompt_ids, stop, precision = "fp32";
+  std::string model, prompt, prompt_file, prompt_ids, stop, precision = "fp32", device = "auto";
   int64_t max_new_tokens = 128, top_k = 40, threads = 0;
   double temperature = 0.8, top_p = 0.95, repetition_penalty = 1.0;
   uint64_t seed = 1;
@@ -54,6 +54,7 @@ int run(int argc, char** argv) {
   f.add("ids", &o.ids, "print token ids (prompt, then each new one) instead of text");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   tg::cli::add_precision(f, &o.precision);
+  tg::cli::add_device(f, &o.device);
   f.check([&o] {
     const int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
     return given != 1 ? std::string("give one of --prompt, --prompt_file and --prompt_ids") : std::string();
@@ -61,6 +62,7 @@ int run(int argc, char** argv) {
   f.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
   if (!o.prompt_file.empty()) o.prompt = tg::read_file(o.prompt_file).value();
+  const tg::Device device = tg::cli::device(o.device);  // before loading: a GPU asked for and missing is one line
 
   auto lm = tg::load_causal_lm(o.model).value();
   auto tok = tg::text::Tokenizer::load_in(o.model).value();
@@ -102,9 +104,11 @@ int run(int argc, char** argv) {
   if (prompt.empty()) tg::cli::fail("the prompt gives no tokens (and the tokenizer adds no beginning-of-text token)");
   if (static_cast<int64_t>(prompt.size()) > lm->max_positions())
     tg::cli::fail(fmt::format("the prompt is {} tokens; the model takes at most {}", prompt.size(), lm->max_positions()));
-  std::fprintf(stderr, "generate: %s, %lld parameters, vocabulary %lld, %zu prompt tokens, %d threads, %s\n", o.model.c_str(),
-               static_cast<long long>(lm->module().num_parameters()), static_cast<long long>(lm->vocab_size()),
-               prompt.size(), tg::num_threads(), o.precision.c_str());
+  lm->module().to(device);
+  std::fprintf(stderr, "generate: %s, %lld parameters, vocabulary %lld, %zu prompt tokens, on %s, %d threads, %s\n",
+               o.model.c_str(), static_cast<long long>(lm->module().num_parameters()),
+               static_cast<long long>(lm->vocab_size()), prompt.size(), tg::cli::describe_device(device).c_str(),
+               tg::num_threads(), o.precision.c_str());
 
   tg::AutocastGuard autocast(tg::cli::precision(o.precision));
   if (o.precision == "bf16") {
@@ -114,7 +118,7 @@ int run(int argc, char** argv) {
     // model is converted when it loads: one token through the model, its result dropped.
     const auto t0 = std::chrono::steady_clock::now();
     tg::NoGradGuard ng;
-    (void)lm->forward(tg::from_vector(std::vector<int64_t>{prompt[0]}, {1, 1}), nullptr, true);
+    (void)lm->forward(tg::from_vector(std::vector<int64_t>{prompt[0]}, {1, 1}).to(device), nullptr, true);
     std::fprintf(stderr, "generate: weights packed as bfloat16 in %.2f s\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

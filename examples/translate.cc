@@ -12,7 +12,7 @@
 
 int main(int argc, char** argv) {
   return tg::cli::run_main(argc, argv, [&] {
-    std::string load = "runs/translator", precision = "fp32";
+    std::string load = "runs/translator", precision = "fp32", device_flag = "auto";
     int64_t beam = 4, max_len = 80, threads = 0;
     bool no_cache = false;
     tg::cli::Flags flags("translate", "translate stdin, one sentence a line, with a model train_translator saved");
@@ -22,11 +22,15 @@ int main(int argc, char** argv) {
     flags.add("threads", &threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
     flags.add("no_cache", &no_cache, "recompute the whole prefix at every step instead of using key/value caches (for comparisons)");
     tg::cli::add_precision(flags, &precision);
+    tg::cli::add_device(flags, &device_flag);
     flags.parse(argc, argv).or_throw();
+    const tg::Device device = tg::cli::device(device_flag);
     if (threads > 0) tg::set_num_threads(static_cast<int>(threads));
     tg::AutocastGuard autocast(tg::cli::precision(precision));
     const tg::text::Translator t = tg::text::Translator::load(load).value();
     if (tg::autocast_enabled()) tg::check_representable(*t.model, tg::kBFloat16, load).or_throw();
+    t.model->to(device);
+    fmt::print(stderr, "translate: {} on {}, beam {}, {}\n", load, tg::cli::describe_device(device), beam, precision);
     std::string line;
     int64_t sentences = 0;
     double seconds = 0;

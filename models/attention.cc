@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/cuda/runtime.h"
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "ops/ops.h"
@@ -65,7 +66,7 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
   }
   Tensor scores = matmul(q, k, false, true) * s;  // Q Kᵀ / √d_k   [..., T, S]
   if (m.causal) {
-    Tensor c = causal_mask(q.size(-2), k.size(-2), m.causal_offset);
+    Tensor c = causal_mask(q.size(-2), k.size(-2), m.causal_offset, q.device());
     mask = mask.defined() ? logical_or(mask, c) : c;
   }
   Tensor weights;
@@ -127,6 +128,17 @@ namespace {
 void copy_positions(const Tensor& src, int64_t sb, const Tensor& dst, int64_t db, int64_t n, int64_t at) {
   const int64_t H = src.size(1), d = src.size(3), es = static_cast<int64_t>(dtype_size(src.dtype()));
   const int64_t s_room = src.size(2), d_room = dst.size(2);
+  if (src.is_cuda()) {  // H rows of n positions, between the two pitches
+    TG_CHECK(dst.device() == src.device(), "KVCache", "the cache is on {} and the new keys on {}", dst.device(), src.device());
+    auto base = [es](const Tensor& t) {
+      return static_cast<unsigned char*>(t.impl().storage->data()) + t.impl().offset * es;
+    };
+    cuda_rt::copy_rows_on_device(src.device().index, base(dst) + ((db * H) * d_room + at) * d * es,
+                                 static_cast<size_t>(d_room * d * es), base(src) + (sb * H) * s_room * d * es,
+                                 static_cast<size_t>(s_room * d * es), static_cast<size_t>(n * d * es),
+                                 static_cast<size_t>(H), "KVCache");
+    return;
+  }
   const auto* s = static_cast<const unsigned char*>(src.raw_data());
   auto* o = static_cast<unsigned char*>(dst.raw_data());
   for (int64_t h = 0; h < H; ++h)
@@ -167,7 +179,7 @@ void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
   if (!k.defined() || k.size(2) < len + T || !only_holder(k) || !only_holder(v)) {
     const int64_t capacity = std::max({len + T, 2 * len, reserve > 0 ? reserve : int64_t{64}});
     auto room = [&](const Tensor& old, const Tensor& like) {
-      Tensor t = Tensor::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.dtype());
+      Tensor t = Tensor::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.dtype(), like.device());
       if (len > 0) copy_positions(old, t, len, 0);
       return t;
     };
@@ -182,19 +194,21 @@ void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
 void KVCache::reorder(const Tensor& rows) {
   if (!k.defined()) return;
   if (k.size(2) == len || differentiable(k, v)) {
-    k = index_select(keys(), 0, rows);
-    v = index_select(values(), 0, rows);
+    const Tensor here = rows.to(k.device());  // the beams' choice, made on the host
+    k = index_select(keys(), 0, here);
+    v = index_select(values(), 0, here);
     return;
   }
   // Room past len: new buffers of the same capacity, each kept row's positions copied.
   TG_CHECK(rows.defined() && rows.dtype() == kInt64 && rows.dim() == 1, "KVCache::reorder",
            "rows must be an int64 [B'] tensor, got {}", rows.defined() ? rows.shape() : Shape{});
   const int64_t B = k.size(0), n = rows.size(0);
-  const int64_t* r = rows.data<int64_t>();
+  const Tensor host_rows = rows.to(kCPU);
+  const int64_t* r = host_rows.data<int64_t>();
   for (int64_t i = 0; i < n; ++i)
     TG_CHECK(r[i] >= 0 && r[i] < B, "KVCache::reorder", "row {} is {}, but the cache holds {} sequences", i, r[i], B);
   auto pick = [&](const Tensor& t) {
-    Tensor out = Tensor::empty({n, t.size(1), t.size(2), t.size(3)}, t.dtype());
+    Tensor out = Tensor::empty({n, t.size(1), t.size(2), t.size(3)}, t.dtype(), t.device());
     for (int64_t i = 0; i < n; ++i) copy_positions(t, r[i], out, i, len, 0);
     return out;
   };

@@ -99,7 +99,7 @@ Tensor BertModel::forward(const BertInputs& in, std::vector<Tensor>* hidden_stat
     TG_CHECK(!t->defined() || (t->dtype() == kInt64 && t->shape() == ids.shape()), "BertModel",
              "attention mask and token types must be int64 {} like the ids, got {} {}", ids.shape(), t->dtype(), t->shape());
   TG_CHECK(run_layers <= cfg.layers, "BertModel", "{} layers asked of a model of {}", run_layers, cfg.layers);
-  const Tensor types = in.token_types.defined() ? in.token_types : zeros(ids.shape(), kInt64);
+  const Tensor types = in.token_types.defined() ? in.token_types : zeros(ids.shape(), kInt64, ids.device());
   Tensor h = add(pos_embed->forward(tok_embed->forward(ids)), type_embed->forward(types));
   h = dropout->forward(embed_norm->forward(h));
   if (hidden_states) hidden_states->assign({h});

@@ -48,12 +48,14 @@ std::vector<std::vector<double>> last_log_probs(const Tensor& logits, int64_t st
   return out;
 }
 
-Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows) {
+// Token ids on the device the model's weights are on (the one copy a decode step makes to the
+// device; its logits come back to the host to be chosen from).
+Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, Device device) {
   const int64_t B = static_cast<int64_t>(rows.size()), T = static_cast<int64_t>(rows[0].size());
   std::vector<int64_t> flat;
   flat.reserve(static_cast<size_t>(B * T));
   for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
-  return from_vector(flat, {B, T});
+  return from_vector(flat, {B, T}).to(device);
 }
 
 void check_decode(const Transformer& model, const Tensor& src, const DecodeOptions& o, const char* who) {
@@ -83,9 +85,9 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Tensor
     if (o.use_cache) {  // only the newest token of each row
       std::vector<std::vector<int64_t>> last;
       for (const auto& y : ys) last.push_back({y.back()});
-      logits = model.decode(ids_tensor(last), memory, src, true, &cache);
+      logits = model.decode(ids_tensor(last, model.device()), memory, src, true, &cache);
     } else {
-      logits = model.decode(ids_tensor(ys), memory, src, /*last_only=*/true);
+      logits = model.decode(ids_tensor(ys, model.device()), memory, src, /*last_only=*/true);
     }
     auto lp = last_log_probs(logits, step, "greedy_decode");
     bool all_done = true;
@@ -124,7 +126,7 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, const
     for (const Beam& b : alive) rows.push_back(o.use_cache ? std::vector<int64_t>{b.ys.back()} : b.ys);
     Tensor memory = nb == 1 ? memory1 : expand(memory1, {nb, -1, -1});
     Tensor srcs = nb == 1 ? src : expand(src, {nb, -1});
-    auto lp = last_log_probs(model.decode(ids_tensor(rows), memory, srcs, /*last_only=*/true,
+    auto lp = last_log_probs(model.decode(ids_tensor(rows, model.device()), memory, srcs, /*last_only=*/true,
                                           o.use_cache ? &cache : nullptr), step, "beam_search");
     // The K best continuations over all beams.
     struct Cand {
@@ -234,11 +236,11 @@ std::vector<int64_t> sample(CausalLM& model, const std::vector<int64_t>& prompt,
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     Tensor logits;
     if (o.use_cache && seq.size() <= ctx && cache.length > 0) {  // the cache holds seq minus its last token
-      logits = model.forward(from_vector(std::vector<int64_t>{seq.back()}, {1, 1}), &cache, true);
+      logits = model.forward(from_vector(std::vector<int64_t>{seq.back()}, {1, 1}).to(model.module().device()), &cache, true);
     } else {  // the window of the last `context` tokens, from scratch (and into a fresh cache)
       std::vector<int64_t> window(seq.size() > ctx ? seq.end() - static_cast<std::ptrdiff_t>(ctx) : seq.begin(), seq.end());
       cache.clear();
-      logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}),
+      logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}).to(model.module().device()),
                              o.use_cache && seq.size() < ctx ? &cache : nullptr, true);
     }
     check_finite_logits(logits, i, "sample");

@@ -148,7 +148,7 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t start) con
   TG_CHECK(start >= 0 && start + T <= max_len, "SinusoidalPositionalEncoding",
            "positions {}..{} exceed max_len {}", start, start + T - 1, max_len);
   // float64 inputs (gradient checks, PyTorch parity) read the table computed in float64.
-  return add(x, (x.dtype() == kFloat64 ? pe64 : pe).narrow(0, start, T));
+  return add(x, x.dtype() == kFloat64 ? pe64.narrow(0, start, T).to(x.device()) : pe.narrow(0, start, T));
 }
 
 LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t len, int64_t d, double init_std) : max_len(len), dim(d) {
@@ -210,11 +210,11 @@ RotaryEmbedding::RotaryEmbedding(int64_t d, double th, const RopeScaling& sc) : 
   }
 }
 
-RotaryEmbedding::Tables RotaryEmbedding::tables(int64_t start, int64_t T, DType dtype) const {
+RotaryEmbedding::Tables RotaryEmbedding::tables(int64_t start, int64_t T, DType dtype, Device device) const {
   TG_CHECK(start >= 0 && T >= 0, "RotaryEmbedding", "positions must be >= 0, got {} .. {}", start, start + T - 1);
   TG_CHECK(dtype == kFloat32 || dtype == kFloat64, "RotaryEmbedding", "tables are float32 or float64, not {}", dtype);
   std::lock_guard<std::mutex> lock(memo_->mu);
-  if (memo_->start == start && memo_->T == T && memo_->dtype == dtype) return memo_->t;
+  if (memo_->start == start && memo_->T == T && memo_->dtype == dtype && memo_->device == device) return memo_->t;
   const int64_t h = head_dim / 2;
   std::vector<double> c(static_cast<size_t>(T * h)), s(c.size());
   for (int64_t t = 0; t < T; ++t)
@@ -226,7 +226,8 @@ RotaryEmbedding::Tables RotaryEmbedding::tables(int64_t start, int64_t T, DType 
       c[t * h + i] = std::cos(a);
       s[t * h + i] = std::sin(a);
     }
-  memo_->t = {from_vector(c, {T, h}, dtype), from_vector(s, {T, h}, dtype)};
+  memo_->t = {from_vector(c, {T, h}, dtype).to(device), from_vector(s, {T, h}, dtype).to(device)};
+  memo_->device = device;
   memo_->start = start;
   memo_->T = T;
   memo_->dtype = dtype;
@@ -236,7 +237,7 @@ RotaryEmbedding::Tables RotaryEmbedding::tables(int64_t start, int64_t T, DType 
 Tensor RotaryEmbedding::forward(const Tensor& x, int64_t start) const {
   TG_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == head_dim, "RotaryEmbedding",
            "input of shape {} must be [..., T, {}]", x.defined() ? x.shape() : Shape{}, head_dim);
-  const Tables t = tables(start, x.size(-2), x.dtype() == kFloat64 ? kFloat64 : kFloat32);
+  const Tables t = tables(start, x.size(-2), x.dtype() == kFloat64 ? kFloat64 : kFloat32, x.device());
   return rotary_embedding(x, t.cos, t.sin);
 }
 

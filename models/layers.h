@@ -137,11 +137,12 @@ class RotaryEmbedding : public Module {
   RotaryEmbedding(int64_t head_dim, double theta = 10000.0, const RopeScaling& scaling = {});
   // The cos and sin tables [T, head_dim / 2] of positions start .. start + T - 1, in dtype (float32
   // as Hugging Face computes them: float32 frequencies times float32 positions; float64 exactly).
-  // The last one made is kept, so the layers of one forward share it.
+  // The last one made is kept, so the layers of one forward share it. Made on the CPU and copied
+  // to `device` once (the layers of a forward on a GPU share that copy).
   struct Tables {
     Tensor cos, sin;
   };
-  Tables tables(int64_t start, int64_t T, DType dtype) const;
+  Tables tables(int64_t start, int64_t T, DType dtype, Device device = kCPU) const;
   // x [..., T, head_dim] at positions start .. start + T - 1 -> rotated.
   Tensor forward(const Tensor& x, int64_t start = 0) const;
   std::string type_name() const override { return "RotaryEmbedding"; }
@@ -156,6 +157,7 @@ class RotaryEmbedding : public Module {
     std::mutex mu;
     int64_t start = -1, T = -1;
     DType dtype = kFloat32;
+    Device device;
     Tables t;
   };
   std::shared_ptr<Memo> memo_ = std::make_shared<Memo>();

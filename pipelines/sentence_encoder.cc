@@ -145,7 +145,8 @@ std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& 
 
 BertInputs SentenceEncoder::inputs(const std::vector<std::string>& batch) const {
   EncodedBatch b = stack_encodings(tokenize(batch), tokenizer_->pad_id());
-  return {b.ids, b.attention_mask, b.type_ids};
+  const Device d = model_->device();  // the ids go where the weights are
+  return {b.ids.to(d), b.attention_mask.to(d), b.type_ids.defined() ? b.type_ids.to(d) : b.type_ids};
 }
 
 Tensor SentenceEncoder::pooled(const BertInputs& in) {
@@ -183,7 +184,9 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
   // Recorded attention weights are one tensor per layer: with them, one batch at a time.
   bool recording = false;
   for (const auto& l : *model_->layers) recording = recording || l->self_attn->record_weights;
-  const int threads = recording ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), batches));
+  // On a GPU one host thread queues the batches (the device runs them in order either way).
+  const Device device = model_->device();
+  const int threads = recording || device.is_cuda() ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), batches));
   std::mutex progress_mutex;
   int64_t done = 0;
   const bool autocast = autocast_enabled();
@@ -195,7 +198,8 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
       std::vector<Encoding> part;
       for (int64_t k = start; k < end; ++k) part.push_back(encodings[static_cast<size_t>(order[static_cast<size_t>(k)])]);
       const EncodedBatch padded = stack_encodings(part, tokenizer_->pad_id());
-      const Tensor out = pooled({padded.ids, padded.attention_mask, padded.type_ids});
+      const Tensor out = pooled({padded.ids.to(device), padded.attention_mask.to(device),
+                                 padded.type_ids.defined() ? padded.type_ids.to(device) : padded.type_ids});
       if (const int64_t bad = first_non_finite(out); bad >= 0)  // never write garbage vectors
         detail::fail("SentenceEncoder::encode", "sentence {}: the embedding is not finite (at dimension {}): a weight or an "
                      "activation overflowed{}", order[static_cast<size_t>(start + bad / hidden)], bad % hidden,

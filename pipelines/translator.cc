@@ -78,7 +78,7 @@ std::string Translator::translate(const std::string& sentence, const TranslateOp
   std::vector<int64_t> ids = src->encode(sentence);
   if (ids.empty()) return "";
   if (static_cast<int64_t>(ids.size()) > config.max_len - 2) ids.resize(static_cast<size_t>(config.max_len - 2));
-  Tensor s = from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  Tensor s = from_vector(ids, {1, static_cast<int64_t>(ids.size())}).to(model->device());
   auto hyps = beam_search(*model, s,
                           {.bos = tgt->bos_id(), .eos = tgt->eos_id(),
                            .max_len = std::min<int64_t>(options.max_len, config.max_len - 1), .beam_size = options.beam,
@@ -96,7 +96,7 @@ std::vector<std::string> Translator::translate_greedy(const std::vector<Example>
     std::vector<int64_t> idx;
     for (int64_t j = i; j < std::min<int64_t>(n, i + 64); ++j) idx.push_back(j);
     Seq2SeqBatch b = make_seq2seq_batch(data, idx, ids);
-    for (const auto& tokens : greedy_decode(*model, b.src, {.bos = ids.bos, .eos = ids.eos, .max_len = b.tgt_in.size(1) + 10}))
+    for (const auto& tokens : greedy_decode(*model, b.src.to(model->device()), {.bos = ids.bos, .eos = ids.eos, .max_len = b.tgt_in.size(1) + 10}))
       out.push_back(tgt->decode(tokens));
   }
   return out;

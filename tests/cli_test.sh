@@ -245,6 +245,18 @@ head -c 2000000 /dev/zero | tr '\0' 'a' >"$TMP/long_prompt.txt"  # far past the 
 expect_error "long_prompt.txt: the prompt is 2000000 bytes, at least .* tokens; the model takes at most" \
   "$BIN/generate" --model "$DEC/llama" --prompt_file "$TMP/long_prompt.txt"
 expect_error "--top_p: must be in" "$BIN/generate" --model "$DEC/gpt2" --prompt hi --top_p 0
+# --device: a name that is no device, and a GPU asked for where none is usable (this machine: no GPU;
+# skipped where one is) are one line each; the first line of the program's own says where it runs.
+expect_error "--device: 'gpu' is not a device (expected auto, cpu, cuda or cuda:N)" "$BIN/generate" --model "$DEC/llama" --prompt hi --device gpu
+if ! "$BIN/generate" --model "$DEC/llama" --prompt hi --max_new_tokens 1 --device cuda:0 >/dev/null 2>"$TMP/gpu_probe"; then
+  expect_error "--device cuda:7: no GPU is usable: " "$BIN/generate" --model "$DEC/llama" --prompt hi --device cuda:7
+  expect_error "--device cuda: no GPU is usable: " "$BIN/translate" --load "$TMP/none" --device cuda </dev/null
+  expect_error "--device cuda:1: no GPU is usable: " "$BIN/bert_embed" --model "$TMP/none" --input "$TMP/text.txt" \
+    --output "$TMP/e.safetensors" --device cuda:1
+fi
+if "$BIN/generate" --model "$DEC/llama" --prompt hi --max_new_tokens 2 --device cpu 2>&1 >/dev/null | grep -v ": tapegrad [0-9]" |
+   head -1 | grep -q "^generate: .*, on cpu, "; then echo "ok: generate --device cpu says so in its first line"; else
+  echo "FAIL: generate --device cpu does not say where it runs"; failures=$((failures + 1)); fi
 for m in llama qwen2 llama3 gpt2; do
   if "$BIN/generate" --model "$DEC/$m" --prompt "To be, or not to be" --max_new_tokens 48 --seed 7 --threads 1 >"$TMP/gen1" 2>"$TMP/err" &&
      "$BIN/generate" --model "$DEC/$m" --prompt "To be, or not to be" --max_new_tokens 48 --seed 7 --threads 2 >"$TMP/gen2" 2>>"$TMP/err" &&

@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../graph/device.h"
 #include "../graph/shape.h"
 #include "../io/status.h"
 
@@ -119,6 +120,15 @@ Flag& add_precision(Flags& f, std::string* value);
 // The dtype a --precision value names. For bf16 on a CPU without AVX512-BF16 or AMX, one warning
 // line on stderr: the products are then rounded to bfloat16 and computed by the float32 kernels.
 DType precision(const std::string& value);
+
+// --device auto|cpu|cuda|cuda:N (default auto: the GPU where one is usable, else the CPU), for the
+// programs that run a model.
+Flag& add_device(Flags& f, std::string* value);
+// The device a --device value names. cuda where no GPU is usable (none, no driver, a driver too old,
+// a build without CUDA) or cuda:N past the last GPU is one line and exit 2, before anything loads.
+Device device(const std::string& value);
+// "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB)": for a program's first line.
+std::string describe_device(Device d);
 
 // "PROGRAM: tapegrad 0.1.0 (TG_ARCH=native, -march=znver3), bf16 matmul: avx512_bf16 (CPU: ...)":
 // what --version prints, and what run_main() prints first on stderr.
