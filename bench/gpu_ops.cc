@@ -1,0 +1,76 @@
+// Op-level speed on a GPU, beside bench/torch_gpu_ops.py (PyTorch on the same card), for issue 47's
+// goals: square products (n = 4096 and 8192, float32 and bfloat16) and attention forward (batch x T
+// = 16,384 tokens, 2,048 / d heads, causal and not). Each case: 3 warm-up calls, then 20 calls each
+// timed between two synchronizations (the op's whole device time plus one launch); the median is
+// reported. One JSON line a case. Needs a GPU (refuses with one line without one).
+//
+//   build/gpu_ops [--cases matmul,attention] [--repeats 20]
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "tapegrad.h"
+
+namespace {
+
+template <class F>
+double median_ms(int64_t repeats, F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  tg::cuda::synchronize();
+  std::vector<double> ms;
+  for (int64_t i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    tg::cuda::synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tg::cli::run_main(argc, argv, [&] {
+    std::string cases = "matmul,attention";
+    int64_t repeats = 20;
+    tg::cli::Flags flags("gpu_ops", "products and attention on a GPU: milliseconds and TFLOP/s");
+    flags.add("cases", &cases, "comma-separated: matmul, attention");
+    flags.add("repeats", &repeats, "timed calls per case (the median is reported)").range(1, 1000);
+    flags.parse(argc, argv).or_throw();
+    const tg::Device gpu = tg::cli::device("cuda");
+    fmt::print(stderr, "gpu_ops: on {}\n", tg::cli::describe_device(gpu));
+    tg::manual_seed(0);
+    if (cases.find("matmul") != std::string::npos) {
+      for (int64_t n : {4096, 8192}) {
+        for (tg::DType d : {tg::kFloat32, tg::kBFloat16}) {
+          const tg::Tensor a = tg::randn({n, n}).to(d).to(gpu), b = tg::randn({n, n}).to(d).to(gpu);
+          const double ms = median_ms(repeats, [&] { (void)tg::matmul(a, b); });
+          fmt::print("{{\"case\": \"matmul\", \"dtype\": \"{}\", \"n\": {}, \"ms\": {:.4f}, \"tflops\": {:.1f}}}\n",
+                     tg::dtype_name(d), n, ms, 2.0 * n * n * n / (ms * 1e-3) / 1e12);
+        }
+      }
+    }
+    if (cases.find("attention") != std::string::npos) {
+      for (int64_t d : {64, 128}) {
+        for (int64_t T : {512, 1024, 2048, 4096}) {
+          for (bool causal : {true, false}) {
+            const int64_t B = 16384 / T, H = 2048 / d;
+            const tg::Tensor q = tg::randn({B, H, T, d}).to(gpu), k = tg::randn({B, H, T, d}).to(gpu),
+                             v = tg::randn({B, H, T, d}).to(gpu);
+            tg::AttentionOptions o;
+            o.causal = causal;
+            const double ms = median_ms(repeats, [&] { (void)tg::flash_attention(q, k, v, o); });
+            const double flops = 4.0 * B * H * T * T * d / (causal ? 2.0 : 1.0);
+            fmt::print("{{\"case\": \"attention\", \"dtype\": \"float32\", \"d\": {}, \"T\": {}, \"causal\": {}, \"ms\": {:.4f}, "
+                       "\"tflops\": {:.1f}}}\n", d, T, causal ? "true" : "false", ms, flops / (ms * 1e-3) / 1e12);
+          }
+        }
+      }
+    }
+    return 0;
+  });
+}
