@@ -46,8 +46,13 @@ void fill_(const Tensor& t, double value) {
 Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype); }
 Tensor empty(const Shape& shape, DType dtype, Device device) { return Tensor::empty(shape, dtype, device); }
 
-Tensor full(const Shape& shape, double value, DType dtype) { return full(shape, value, dtype, kCPU); }
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  fill_with(t, [value](int64_t) { return value; });
+  return t;
+}
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  if (device.is_cpu()) return full(shape, value, dtype);
   Tensor t = Tensor::empty(shape, dtype, device);
   fill_(t, value);
   return t;

@@ -123,9 +123,7 @@ void Storage::set_derived(int slot, uint64_t key, std::shared_ptr<const void> va
   derived_key_[slot] = key;
 }
 
-Storage::Storage(size_t nbytes) { allocate_host(nbytes); }
-
-void Storage::allocate_host(size_t nbytes) {
+[[gnu::always_inline]] inline void Storage::allocate_host(size_t nbytes) {
   nbytes_ = round_size(nbytes == 0 ? 1 : nbytes);
   data_ = nullptr;
   if (nbytes_ <= kInlineBytes) {
@@ -160,6 +158,8 @@ void Storage::allocate_host(size_t nbytes) {
   raise_max(g_peak, live);
   raise_max(g_high_water, live);
 }
+
+Storage::Storage(size_t nbytes) { allocate_host(nbytes); }
 
 Storage::Storage(size_t nbytes, Device device) : data_(nullptr), nbytes_(0), device_(device) {
   if (device.is_cpu()) {

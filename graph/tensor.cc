@@ -107,8 +107,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  if (device.is_cpu()) return empty(shape, dtype);
+Tensor Tensor::empty_on_device(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) TG_CHECK(d >= 0, "empty", "negative dimension {} in shape {}", d, shape);
   auto impl = make_tensor_impl();
   impl->storage = make_storage(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);

@@ -69,7 +69,9 @@ class Tensor {
 
   // A fresh, uninitialised contiguous tensor.
   static Tensor empty(const Shape& shape, DType dtype = kFloat32);
-  static Tensor empty(const Shape& shape, DType dtype, Device device);
+  static Tensor empty(const Shape& shape, DType dtype, Device device) {
+    return device.is_cpu() ? empty(shape, dtype) : empty_on_device(shape, dtype, device);
+  }
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl().shape; }
@@ -150,6 +152,7 @@ class Tensor {
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 
  private:
+  static Tensor empty_on_device(const Shape& shape, DType dtype, Device device);
   std::shared_ptr<TensorImpl> impl_;
 };
 
