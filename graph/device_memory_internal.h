@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -69,11 +68,14 @@ std::string format_bytes(size_t bytes);
 namespace tg {
 class Tensor;
 struct Device;
+namespace detail {
+struct CallSite;
+}  // namespace detail
 }  // namespace tg
 
 namespace tg::detail {
-// "tg::softmax (ops/nn.cc:120)": the function and place a std::source_location names, for messages.
-std::string caller_name(const std::source_location& where);
+// "softmax_forward (ops/nn.cc:36)" (or "ops/nn.cc:36" for a lambda): where a call came from.
+std::string caller_name(const CallSite& where);
 // A copy of x on `to` (no autodiff: Tensor::to(Device) is the op). One GPU to another refuses.
 Tensor copy_to_device(const Tensor& x, Device to, const char* op);
 // GPU buffers for storages, from the device's caching allocator (graph/cuda.cc).

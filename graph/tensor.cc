@@ -24,45 +24,25 @@ void fail_unsupported_dtype(const char* op, DType d) {
        d == DType::kBFloat16 ? "; bfloat16 tensors take to, copies, comparisons, add/sub/mul/div, embedding and matmul" : "");
 }
 
-// "tg::Tensor tg::softmax(const tg::Tensor&, int64_t)" -> "tg::softmax"; a lambda's or template's
-// own decorations go too, so the message names the function a reader knows.
-std::string caller_name(const std::source_location& where) {
-  std::string_view f = where.function_name();
-  int depth = 0;
-  size_t open = std::string_view::npos;
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] == '<') ++depth;
-    if (f[i] == '>' && depth > 0) --depth;
-    if (f[i] == '(' && depth == 0) {
-      open = i;
-      break;
-    }
-  }
-  std::string_view head = f.substr(0, open);
-  int d = 0;
-  size_t start = 0;
-  for (size_t i = head.size(); i-- > 0;) {  // the last space outside template brackets
-    if (head[i] == '>') ++d;
-    if (head[i] == '<' && d > 0) --d;
-    if (head[i] == ' ' && d == 0) {
-      start = i + 1;
-      break;
-    }
-  }
-  std::string_view file = where.file_name();
+// "softmax_forward (ops/nn.cc:36)", or "ops/nn.cc:36" where the caller is a lambda: the place a
+// CallSite names, with the file's last two components.
+std::string caller_name(const CallSite& where) {
+  std::string_view file = where.file;
   const size_t slash = file.find_last_of('/');
   if (slash != std::string_view::npos && slash > 0) {
     const size_t parent = file.find_last_of('/', slash - 1);
     file = file.substr(parent == std::string_view::npos ? 0 : parent + 1);
   }
-  return fmt::format("{} ({}:{})", head.substr(start), file, where.line());
+  const std::string_view f = where.function;
+  if (f.empty() || f == "operator()") return fmt::format("{}:{}", file, where.line);
+  return fmt::format("{} ({}:{})", f, file, where.line);
 }
 
-void fail_host_read(const std::source_location& where, Device device) {
+void fail_host_read(const CallSite& where, Device device) {
   fail(caller_name(where), "reads the host memory of a tensor on {}, which it cannot (copy it with .to(tg::kCPU) "
        "first; an op of tapegrad that says this has no GPU path yet)", device);
 }
-void fail_device_read(const std::source_location& where, Device device) {
+void fail_device_read(const CallSite& where, Device device) {
   fail(caller_name(where), "asks for the GPU pointer of a tensor on {} (move it with .to(tg::Device::cuda()) first)",
        device);
 }
@@ -120,7 +100,7 @@ int64_t Tensor::size(int64_t d) const {
   return shape()[normalize_axis(d, dim(), "size")];
 }
 
-void* Tensor::raw_data(std::source_location where) const {
+void* Tensor::raw_data(detail::CallSite where) const {
   if (!device().is_cpu()) [[unlikely]] detail::fail_host_read(where, device());
   return static_cast<char*>(impl().storage->data()) + impl().offset * static_cast<int64_t>(dtype_size(dtype()));
 }

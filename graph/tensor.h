@@ -11,7 +11,6 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -25,13 +24,26 @@ class Node;
 class Tensor;
 
 namespace detail {
+// Where a call came from, for error messages: a defaulted argument of this type records its
+// caller's function, file and line (the compilers' builtins, which std::source_location needs but
+// Clang 14 with libstdc++ 12 lacks; nested in a default argument they still name the outer call).
+struct CallSite {
+  const char* function = "";
+  const char* file = "";
+  unsigned line = 0;
+  static constexpr CallSite current(const char* function = __builtin_FUNCTION(), const char* file = __builtin_FILE(),
+                                    unsigned line = __builtin_LINE()) {
+    return {function, file, line};
+  }
+};
+
 // The errors of the inline accessors below, out of line: checking a format string in every user
 // file that includes this header would cost compile time.
 [[noreturn]] void fail_undefined_tensor();
 [[noreturn]] void fail_wrong_dtype(DType have, DType want);
 [[noreturn]] void fail_unsupported_dtype(const char* op, DType d);
-[[noreturn]] void fail_host_read(const std::source_location& where, Device device);
-[[noreturn]] void fail_device_read(const std::source_location& where, Device device);
+[[noreturn]] void fail_host_read(const CallSite& where, Device device);
+[[noreturn]] void fail_device_read(const CallSite& where, Device device);
 }  // namespace detail
 
 struct TensorImpl;
@@ -84,11 +96,11 @@ class Tensor {
 
   // Raw element access (checked dtype). The pointer already includes the view's offset. data<T>()
   // and raw_data() are host memory: on a GPU tensor they throw, naming the function that asked.
-  template <class T> T* data(std::source_location where = std::source_location::current()) const;
-  void* raw_data(std::source_location where = std::source_location::current()) const;
+  template <class T> T* data(detail::CallSite where = detail::CallSite::current()) const;
+  void* raw_data(detail::CallSite where = detail::CallSite::current()) const;
   // A GPU tensor's device pointer, for kernels of your own (graph/cuda.h: stream()); throws on a
   // CPU tensor.
-  template <class T> T* cuda_data(std::source_location where = std::source_location::current()) const;
+  template <class T> T* cuda_data(detail::CallSite where = detail::CallSite::current()) const;
   // Copies to the host where the tensor is on a GPU (waiting for the work queued before).
   double item() const;                 // a one-element tensor's value, as double
   template <class T> T item() const { return static_cast<T>(item()); }
@@ -157,7 +169,7 @@ class Tensor {
 };
 
 template <class T>
-T* Tensor::data(std::source_location where) const {
+T* Tensor::data(detail::CallSite where) const {
   if (dtype() != dtype_of<T>()) [[unlikely]] detail::fail_wrong_dtype(dtype(), dtype_of<T>());
   const Storage& s = *impl().storage;
   if (!s.device().is_cpu()) [[unlikely]] detail::fail_host_read(where, s.device());
@@ -165,7 +177,7 @@ T* Tensor::data(std::source_location where) const {
 }
 
 template <class T>
-T* Tensor::cuda_data(std::source_location where) const {
+T* Tensor::cuda_data(detail::CallSite where) const {
   if (dtype() != dtype_of<T>()) [[unlikely]] detail::fail_wrong_dtype(dtype(), dtype_of<T>());
   const Storage& s = *impl().storage;
   if (!s.device().is_cuda()) [[unlikely]] detail::fail_device_read(where, s.device());
