@@ -1,32 +1,14 @@
 // Attention forward (the plain kernel) and rotary embedding on the GPU.
 #include <cstdint>
 
-#include <cuda_runtime.h>
-
-#include "graph/cuda/runtime.h"
 #include "ops/cuda/attention.h"
+#include "ops/cuda/launch.cuh"
 
 namespace tg::cuda_ops {
 namespace {
 
-constexpr unsigned kThreads = 128;  // one block a query row
+constexpr unsigned kRowThreads = 128;  // one block a query row
 constexpr int64_t kChunk = 256;     // keys scored at a time
-
-template <class T>
-__device__ T block_fold(T v, T* part, bool max) {
-  part[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = kThreads / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) {
-      part[threadIdx.x] = max ? math::binary<T>(math::Binary::kMax, part[threadIdx.x], part[threadIdx.x + s])
-                              : part[threadIdx.x] + part[threadIdx.x + s];
-    }
-    __syncthreads();
-  }
-  const T r = part[0];
-  __syncthreads();
-  return r;
-}
 
 struct MaskSpec {
   const bool* mask;
@@ -43,7 +25,7 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, T* out, T* ls
                                int64_t d, int64_t dv, int64_t group, T scale, MaskSpec m) {
   __shared__ T qrow[kMaxHeadSize];
   __shared__ T p[kChunk];
-  __shared__ T part[kThreads];
+  __shared__ T part[kRowThreads];
   const int64_t i = blockIdx.x;                            // query row
   const int64_t n = static_cast<int64_t>(blockIdx.y) + static_cast<int64_t>(blockIdx.z) * 65535;  // head
   const int64_t kv = n / group;
@@ -58,15 +40,15 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, T* out, T* ls
       rest /= m.lead[r];
     }
   }
-  for (int64_t j = threadIdx.x; j < d; j += kThreads) qrow[j] = qr[j];
+  for (int64_t j = threadIdx.x; j < d; j += kRowThreads) qrow[j] = qr[j];
   __syncthreads();
-  // Each thread owns output dims threadIdx.x, + kThreads (dv <= 256: two at most).
+  // Each thread owns output dims threadIdx.x, + kRowThreads (dv <= 256: two at most).
   T acc0 = 0, acc1 = 0;
   T run_max = -static_cast<T>(INFINITY), run_sum = 0;
   for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
     const int64_t len = S - s0 < kChunk ? S - s0 : kChunk;
     T local_max = -static_cast<T>(INFINITY);
-    for (int64_t c = threadIdx.x; c < len; c += kThreads) {
+    for (int64_t c = threadIdx.x; c < len; c += kRowThreads) {
       const int64_t j = s0 + c;
       const bool hidden = (m.causal && j > i + m.offset) || (m.mask != nullptr && m.mask[mbase + i * m.row + j * m.col]);
       T s = -static_cast<T>(INFINITY);
@@ -79,21 +61,21 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, T* out, T* ls
       p[c] = s;
       local_max = math::binary<T>(math::Binary::kMax, local_max, s);
     }
-    const T chunk_max = block_fold(local_max, part, true);
+    const T chunk_max = block_fold<T, true>(local_max, part);
     const T new_max = math::binary<T>(math::Binary::kMax, run_max, chunk_max);
     if (new_max == -static_cast<T>(INFINITY)) continue;  // nothing seen yet
     const T rescale = run_max == -static_cast<T>(INFINITY) ? T(0) : math::m_exp(run_max - new_max);
     T local_sum = 0;
-    for (int64_t c = threadIdx.x; c < len; c += kThreads) {
+    for (int64_t c = threadIdx.x; c < len; c += kRowThreads) {
       const T e = p[c] == -static_cast<T>(INFINITY) ? T(0) : math::m_exp(p[c] - new_max);
       p[c] = e;
       local_sum += e;
     }
-    const T chunk_sum = block_fold(local_sum, part, false);  // (its barrier also publishes p)
+    const T chunk_sum = block_fold<T, false>(local_sum, part);  // (its barrier also publishes p)
     run_sum = run_sum * rescale + chunk_sum;
     acc0 *= rescale;
     acc1 *= rescale;
-    const int64_t j0 = threadIdx.x, j1 = threadIdx.x + kThreads;
+    const int64_t j0 = threadIdx.x, j1 = threadIdx.x + kRowThreads;
     for (int64_t c = 0; c < len; ++c) {
       const T pc = p[c];
       const T* vr = vb + (s0 + c) * dv;
@@ -107,7 +89,7 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, T* out, T* ls
   const T inv = run_sum > T(0) ? T(1) / run_sum : T(0);
   T* o = out + (n * T_ + i) * dv;
   if (threadIdx.x < dv) o[threadIdx.x] = acc0 * inv;
-  if (threadIdx.x + kThreads < dv) o[threadIdx.x + kThreads] = acc1 * inv;
+  if (threadIdx.x + kRowThreads < dv) o[threadIdx.x + kRowThreads] = acc1 * inv;
   if (threadIdx.x == 0) lse[n * T_ + i] = run_sum > T(0) ? run_max + math::m_log(run_sum) : -static_cast<T>(INFINITY);
 }
 
@@ -133,16 +115,16 @@ void attention(const AttentionArgs& a) {
     m.lead[r] = a.lead[r];
     m.lead_stride[r] = a.mask_lead_stride[r];
   }
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   const int64_t heads_y = a.n < 65535 ? a.n : 65535;
   const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(heads_y), static_cast<unsigned>((a.n + 65534) / 65535));
   if (a.type == Scalar::kF64) {
-    attention_rows<double><<<grid, kThreads, 0, s>>>(static_cast<const double*>(a.q), static_cast<const double*>(a.k),
+    attention_rows<double><<<grid, kRowThreads, 0, s>>>(static_cast<const double*>(a.q), static_cast<const double*>(a.k),
                                                      static_cast<const double*>(a.v), static_cast<double*>(a.out),
                                                      static_cast<double*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group,
                                                      a.scale, m);
   } else {
-    attention_rows<float><<<grid, kThreads, 0, s>>>(static_cast<const float*>(a.q), static_cast<const float*>(a.k),
+    attention_rows<float><<<grid, kRowThreads, 0, s>>>(static_cast<const float*>(a.q), static_cast<const float*>(a.k),
                                                     static_cast<const float*>(a.v), static_cast<float*>(a.out),
                                                     static_cast<float*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group,
                                                     static_cast<float>(a.scale), m);
@@ -153,9 +135,8 @@ void attention(const AttentionArgs& a) {
 void rope(const RopeArgs& a) {
   const int64_t n = a.rows * a.h;
   if (n == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
-  const int64_t b = (n + 255) / 256;
-  const unsigned blocks = static_cast<unsigned>(b < 8192 ? b : 8192);
+  cudaStream_t s = stream_of(a.device);
+  const unsigned blocks = blocks_for(n);
   if (a.type == Scalar::kF64) {
     rope_kernel<double><<<blocks, 256, 0, s>>>(static_cast<const double*>(a.x), static_cast<const double*>(a.cos),
                                                static_cast<const double*>(a.sin), static_cast<double*>(a.y), a.rows, a.T,

@@ -5,25 +5,11 @@
 
 #include <type_traits>
 
-#include <cuda_runtime.h>
-
-#include "graph/cuda/runtime.h"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/launch.cuh"
 
 namespace tg::cuda_ops {
 namespace {
-
-constexpr unsigned kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
-}
-cudaStream_t stream_of(int device) { return static_cast<cudaStream_t>(cuda_rt::stream(device)); }
-
-#define TG_GRID_LOOP(i, n)                                                                      \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);        \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // ---- Element access: bfloat16 is stored as its 16 bits, read and written through float32 --------
 template <class T> struct Storage { using type = T; };

@@ -2,38 +2,13 @@
 // strided share, combined by a fixed tree in shared memory (deterministic).
 #include <cstdint>
 
-#include <cuda_runtime.h>
-
-#include "graph/cuda/runtime.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/nn.h"
 
 namespace tg::cuda_ops {
 namespace {
 
-constexpr unsigned kRowThreads = 256;
-constexpr unsigned kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
-}
-
-// The block's sum (or max) of each thread's v, returned to every thread. part: kRowThreads values.
-template <class T, bool kMax>
-__device__ T block_fold(T v, T* part) {
-  part[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = kRowThreads / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) {
-      part[threadIdx.x] = kMax ? math::binary<T>(math::Binary::kMax, part[threadIdx.x], part[threadIdx.x + s])
-                               : part[threadIdx.x] + part[threadIdx.x + s];
-    }
-    __syncthreads();
-  }
-  const T r = part[0];
-  __syncthreads();  // part is reused by the caller's next fold
-  return r;
-}
+constexpr unsigned kRowThreads = 256;  // one block a row
 
 template <class T>
 __global__ void softmax_rows(bool log, const T* x, T* y, int64_t D) {
@@ -122,7 +97,7 @@ void float_types(Scalar t, F&& f) {
 
 void softmax(const SoftmaxArgs& a) {
   if (a.outer * a.D * a.inner == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(a.x);
@@ -141,7 +116,7 @@ void softmax(const SoftmaxArgs& a) {
 
 void norm(const NormArgs& a) {
   if (a.rows == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     for (int64_t r = 0; r < a.rows; r += 65535) {
@@ -158,7 +133,7 @@ void norm(const NormArgs& a) {
 void bias_act(const BiasActArgs& a) {
   const int64_t n = a.rows * a.D;
   if (n == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     bias_act_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(a.act, static_cast<const T*>(a.x), static_cast<const T*>(a.bias),

@@ -3,16 +3,13 @@
 // (neighbouring threads read neighbouring columns: coalesced). Both orders are fixed: deterministic.
 #include <cstdint>
 
-#include <cuda_runtime.h>
-
-#include "graph/cuda/runtime.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/reduce.h"
 
 namespace tg::cuda_ops {
 namespace {
 
-constexpr unsigned kRowThreads = 256;
-constexpr unsigned kThreads = 256;
+constexpr unsigned kRowThreads = 256;  // one block a row
 
 template <class T>
 __device__ __forceinline__ T combine(Reduce f, T a, T b) {
@@ -117,17 +114,12 @@ __global__ void arg_columns(bool max, const T* x, T* values, int64_t* indices, i
   }
 }
 
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
-}
-
 }  // namespace
 
 void reduce(const ReduceArgs& a) {
   const int64_t n = a.outer * a.inner;
   if (n == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(a.x);
@@ -149,7 +141,7 @@ void reduce(const ReduceArgs& a) {
 void arg_reduce(const ArgReduceArgs& a) {
   const int64_t n = a.outer * a.inner;
   if (n == 0 || a.R == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(a.x);

@@ -2,22 +2,11 @@
 // integers of their size (any dtype).
 #include <cstdint>
 
-#include <cuda_runtime.h>
-
-#include "graph/cuda/runtime.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/shape.h"
 
 namespace tg::cuda_ops {
 namespace {
-
-constexpr unsigned kThreads = 256;
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
-}
-#define TG_GRID_LOOP(i, n)                                                                      \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);        \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 struct Layout {
   int rank;
@@ -109,7 +98,7 @@ void strided_copy(const CopyArgs& a) {
     n *= a.size[d];
   }
   if (n == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   by_size(a.elem_bytes, [&](auto tag) {
     using T = decltype(tag);
     copy_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(l, n, static_cast<const T*>(a.src), static_cast<T*>(a.dst), a.scatter);
@@ -120,7 +109,7 @@ void strided_copy(const CopyArgs& a) {
 void index_select(const IndexSelectArgs& a) {
   const int64_t total = a.outer * a.n * a.inner;
   if (total == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   cuda_rt::IndexError* flag = cuda_rt::index_error_flag(a.device);
   by_size(a.elem_bytes, [&](auto tag) {
     using T = decltype(tag);
@@ -139,7 +128,7 @@ void gather(const GatherArgs& a) {
     n *= a.index_size[d];
   }
   if (n == 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(a.device));
+  cudaStream_t s = stream_of(a.device);
   cuda_rt::IndexError* flag = cuda_rt::index_error_flag(a.device);
   by_size(a.elem_bytes, [&](auto tag) {
     using T = decltype(tag);
