@@ -476,6 +476,9 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
            "negative_sampling_loss",
            "expects input [B, D] and output [B, 1 + negatives, D] of one dtype, got {} ({}) and {} ({})", input.shape(),
            input.dtype(), output.shape(), output.dtype());
+  TG_CHECK(!input.is_cuda() && !output.is_cuda(), "negative_sampling_loss",
+           "runs on the CPU only (word2vec trains there), got input on {} and output on {}: move them with "
+           ".to(tg::kCPU)", input.device(), output.device());
   const int64_t B = input.size(0), C = output.size(1), D = input.size(1);
   Tensor scores = Tensor::empty({B, C}, input.dtype());
   Tensor rows = Tensor::empty({B}, input.dtype());

@@ -272,3 +272,18 @@ TEST(Gpu, AttentionMatchesTheCpuWithEveryMask) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Gpu, Word2VecsLossStaysOnTheCpuAndSaysSo) {
+  TG_NEED_GPU();
+  const tg::Tensor in = tg::randn({2, 4}).to(kGpu), out = tg::randn({2, 3, 4}).to(kGpu);
+  try {
+    (void)tg::negative_sampling_loss(in, out);
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("negative_sampling_loss: runs on the CPU only", 0), 0u) << e.what();
+  }
+}
+
+}  // namespace
