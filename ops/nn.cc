@@ -250,6 +250,29 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // ---- Layer norm ----------------------------------------------------------------------------
 
 namespace {
+// Layer norm (with mean_t) or RMS norm (without) forward on a GPU: one kernel over rows of D
+// (ops/cuda/nn.h); an undefined weight, bias or mean_t is a null pointer there.
+void gpu_norm(const char* op, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const Tensor& mean_t,
+              const Tensor& rstd_t, int64_t rows, int64_t D, double eps) {
+  dispatch_float(x.dtype(), op, [](auto) {});
+  auto ptr = [](const Tensor& t) { return t.defined() ? detail::gpu_ptr(t) : nullptr; };
+  cuda_ops::NormArgs args;
+  args.device = x.device().index;
+  args.op = op;
+  args.rms = !mean_t.defined();
+  args.type = detail::gpu_scalar(x.dtype());
+  args.x = ptr(x);
+  args.w = ptr(w);
+  args.b = ptr(b);
+  args.y = ptr(out);
+  args.mean = ptr(mean_t);
+  args.rstd = ptr(rstd_t);
+  args.rows = rows;
+  args.D = D;
+  args.eps = eps;
+  cuda_ops::norm(args);
+}
+
 // The same math as the fused kernel, written with public ops so it can be differentiated again
 // (used only when a backward records a graph: create_graph).
 Grads layer_norm_backward_composed(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& b, int64_t nd,
@@ -291,21 +314,7 @@ Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tenso
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mean_t = Tensor::empty(Shape{rows}, x.dtype(), x.device()), rstd_t = Tensor::empty(Shape{rows}, x.dtype(), x.device());
   if (x.is_cuda()) {
-    dispatch_float(x.dtype(), "layer_norm", [](auto) {});
-    cuda_ops::NormArgs args;
-    args.device = x.device().index;
-    args.op = "layer_norm";
-    args.type = detail::gpu_scalar(x.dtype());
-    args.x = detail::gpu_ptr(x);
-    args.w = weight.defined() ? detail::gpu_ptr(weight) : nullptr;
-    args.b = bias.defined() ? detail::gpu_ptr(bias) : nullptr;
-    args.y = detail::gpu_ptr(out);
-    args.mean = detail::gpu_ptr(mean_t);
-    args.rstd = detail::gpu_ptr(rstd_t);
-    args.rows = rows;
-    args.D = D;
-    args.eps = eps;
-    cuda_ops::norm(args);
+    gpu_norm("layer_norm", x, weight, bias, out, mean_t, rstd_t, rows, D, eps);
   } else {
     dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
       using T = decltype(tag);
@@ -358,20 +367,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor rstd_t = Tensor::empty(Shape{rows}, x.dtype(), x.device());
   if (x.is_cuda()) {
-    dispatch_float(x.dtype(), "rms_norm", [](auto) {});
-    cuda_ops::NormArgs args;
-    args.device = x.device().index;
-    args.op = "rms_norm";
-    args.rms = true;
-    args.type = detail::gpu_scalar(x.dtype());
-    args.x = detail::gpu_ptr(x);
-    args.w = weight.defined() ? detail::gpu_ptr(weight) : nullptr;
-    args.y = detail::gpu_ptr(out);
-    args.rstd = detail::gpu_ptr(rstd_t);
-    args.rows = rows;
-    args.D = D;
-    args.eps = eps;
-    cuda_ops::norm(args);
+    gpu_norm("rms_norm", x, weight, Tensor(), out, Tensor(), rstd_t, rows, D, eps);
   } else {
     dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
       using T = decltype(tag);
