@@ -2,6 +2,7 @@
 #include "ops/nn.h"
 
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include "graph/factory.h"
@@ -114,6 +115,24 @@ std::tuple<Tensor, Tensor, int64_t> prepare_targets(const char* op, const Tensor
   TG_CHECK(target.shape() == want, op, "target shape {} does not match input shape {} (expected {}: classes on the last axis)",
            target.shape(), lp.shape(), want);
   const int64_t C = lp.shape().back();
+  detail::check_same_device(op, lp, "input", target, "target");
+  if (lp.is_cuda()) {  // checked on the device: a bad target is reported at the next synchronization
+    dispatch_float(lp.dtype(), op, [](auto) {});
+    Tensor safe = Tensor::empty(target.shape(), kInt64, lp.device());
+    Tensor valid = Tensor::empty(target.shape(), lp.dtype(), lp.device());
+    cuda_ops::TargetArgs a;
+    a.device = lp.device().index;
+    a.op = op;
+    a.type = detail::gpu_scalar(lp.dtype());
+    a.target = static_cast<const int64_t*>(detail::gpu_ptr(target));
+    a.safe = static_cast<int64_t*>(detail::gpu_ptr(safe));
+    a.valid = detail::gpu_ptr(valid);
+    a.n = target.numel();
+    a.C = C;
+    a.ignore_index = ignore_index;
+    cuda_ops::class_targets(a);
+    return {safe, valid, -1};  // the count stays on the device: sum(valid)
+  }
   Tensor safe = Tensor::empty(target.shape(), kInt64);
   Tensor valid = Tensor::empty(target.shape(), lp.dtype());
   const int64_t* t = target.data<int64_t>();
@@ -134,9 +153,11 @@ std::tuple<Tensor, Tensor, int64_t> prepare_targets(const char* op, const Tensor
   return {safe, valid, count};
 }
 
-Tensor masked_reduce(const Tensor& losses, int64_t count, Reduction r) {
-  if (r == Reduction::kMean) return div(sum(losses), static_cast<double>(count));  // 0/0 = nan, as PyTorch
-  return reduce_loss(losses, r);
+// Mean divides by how many targets count: `count`, or where that is on the device (-1), sum(valid).
+Tensor masked_reduce(const Tensor& losses, const Tensor& valid, int64_t count, Reduction r) {
+  if (r != Reduction::kMean) return reduce_loss(losses, r);
+  if (count < 0) return div(sum(losses), sum(valid));               // 0/0 = nan, as PyTorch
+  return div(sum(losses), static_cast<double>(count));
 }
 
 // Class weights [C] for a loss over inputs [..., C]: checked, in the inputs' dtype.
@@ -145,8 +166,9 @@ Tensor check_class_weight(const char* op, const Tensor& weight, const Tensor& in
   const int64_t C = input.shape().back();
   TG_CHECK(weight.dim() == 1 && weight.size(0) == C, op, "weight of shape {} for input of shape {} (expected [{}]: one per class)",
            weight.shape(), input.shape(), C);
-  for (double w : weight.to_vector<double>())
-    TG_CHECK(std::isfinite(w), op, "weight holds {} (expected finite class weights)", w);
+  if (!weight.is_cuda())  // on a GPU a non-finite weight gives a non-finite loss (no host read per call)
+    for (double w : weight.to_vector<double>())
+      TG_CHECK(std::isfinite(w), op, "weight holds {} (expected finite class weights)", w);
   return to(weight, input.dtype());
 }
 
@@ -166,7 +188,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
                 const Tensor& weight) {
   auto [safe, valid, count] = prepare_targets("nll_loss", log_probs, target, ignore_index);
   Tensor picked = squeeze(gather(log_probs, -1, unsqueeze(safe, -1)), -1);
-  if (!weight.defined()) return masked_reduce(neg(mul(picked, valid)), count, reduction);
+  if (!weight.defined()) return masked_reduce(neg(mul(picked, valid)), valid, count, reduction);
   Tensor w = target_weights(check_class_weight("nll_loss", weight, log_probs), safe, valid);
   return weighted_reduce(neg(mul(picked, w)), w, reduction);
 }
@@ -178,21 +200,50 @@ namespace {
 Tensor cross_entropy_rows(const Tensor& x, const Tensor& safe, const Tensor& target, const Tensor& valid,
                           double eps, int64_t ignore_index) {
   const int64_t rows = x.size(0), C = x.size(1);
-  Tensor loss = Tensor::empty(Shape{rows}, x.dtype()), lse = Tensor::empty(Shape{rows}, x.dtype());
-  dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
-    using T = decltype(tag);
-    k::cross_entropy_forward<T>(x.data<T>(), target.data<int64_t>(), loss.data<T>(), lse.data<T>(), rows, C,
-                                static_cast<T>(eps), ignore_index);
-  });
-  return record("cross_entropy", loss, {x}, [x, safe, target, valid, lse, eps, ignore_index](const Tensor& g0, const Node&) {
+  Tensor loss = Tensor::empty(Shape{rows}, x.dtype(), x.device()), lse = Tensor::empty(Shape{rows}, x.dtype(), x.device());
+  // On a GPU: the kernel reads the safe targets and the valid mask (prepare_targets made them there).
+  auto gpu_args = [](const Tensor& x, const Tensor& safe, const Tensor& valid, const Tensor& lse, double eps) {
+    cuda_ops::CrossEntropyArgs a;
+    a.device = x.device().index;
+    a.op = "cross_entropy";
+    a.type = detail::gpu_scalar(x.dtype());
+    a.x = detail::gpu_ptr(x);
+    a.target = static_cast<const int64_t*>(detail::gpu_ptr(safe));
+    a.valid = detail::gpu_ptr(valid);
+    a.lse = detail::gpu_ptr(lse);
+    a.rows = x.size(0);
+    a.C = x.size(1);
+    a.eps = eps;
+    return a;
+  };
+  if (x.is_cuda()) {
+    cuda_ops::CrossEntropyArgs a = gpu_args(x, safe, valid, lse, eps);
+    a.loss = detail::gpu_ptr(loss);
+    cuda_ops::cross_entropy(a);
+  } else {
+    dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      k::cross_entropy_forward<T>(x.data<T>(), target.data<int64_t>(), loss.data<T>(), lse.data<T>(), rows, C,
+                                  static_cast<T>(eps), ignore_index);
+    });
+  }
+  return record("cross_entropy", loss, {x}, [x, safe, target, valid, lse, eps, ignore_index, gpu_args](const Tensor& g0, const Node&) {
     const int64_t C = x.size(1);
     Tensor g = to(g0, x.dtype());
     if (grad_enabled()) {
-      Tensor onehot = to(eq(arange(C), unsqueeze(safe, -1)), x.dtype());
+      Tensor onehot = to(eq(arange(C).to(x.device()), unsqueeze(safe, -1)), x.dtype());
       Tensor d = sub(sub(softmax(x, -1), mul(onehot, 1.0 - eps)), eps / static_cast<double>(C));
       return Grads{mul(d, unsqueeze(mul(g, valid), -1))};
     }
-    Tensor dx = Tensor::empty(x.shape(), x.dtype());
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    if (x.is_cuda()) {
+      detail::check_same_device("cross_entropy", x, "logits", g, "gradient");
+      cuda_ops::CrossEntropyArgs a = gpu_args(x, safe, valid, lse, eps);
+      a.g = detail::gpu_ptr(g);
+      a.dx = detail::gpu_ptr(dx);
+      cuda_ops::cross_entropy_backward(a);
+      return Grads{dx};
+    }
     dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
       using T = decltype(tag);
       k::cross_entropy_backward<T>(x.data<T>(), lse.data<T>(), target.data<int64_t>(), g.data<T>(), dx.data<T>(),
@@ -226,7 +277,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   }
   Tensor rows = cross_entropy_rows(reshape(logits, {-1, C}), reshape(safe, {-1}), reshape(target, {-1}),
                                    reshape(valid, {-1}), o.label_smoothing, o.ignore_index);
-  return masked_reduce(reshape(rows, target.shape()), count, o.reduction);
+  return masked_reduce(reshape(rows, target.shape()), valid, count, o.reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target0, Reduction reduction) {
@@ -514,18 +565,50 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
 // ---- Dropout and masks ---------------------------------------------------------------------
 
 namespace {
-// The kept-and-scaled mask of a dropout call as a tensor (for the recorded backward).
-Tensor dropout_mask(const Shape& shape, DType dtype, uint64_t key, uint32_t threshold, double scale) {
-  Tensor ones_t = full(shape, 1.0, dtype), m = Tensor::empty(shape, dtype);
-  dispatch_float(dtype, "dropout", [&](auto tag) {
-    using T = decltype(tag);
-    k::dropout_apply<T>(ones_t.data<T>(), m.data<T>(), m.numel(), key, threshold, static_cast<T>(scale));
-  });
-  return m;
-}
-}  // namespace
+// Which mask a dropout call applies: one key for the whole tensor, or (rows set) one key a row of
+// its last dimension, kept on the host for the CPU and uploaded once (as int64) for a GPU.
+struct DropoutKeys {
+  uint64_t key = 0;
+  std::shared_ptr<std::vector<uint64_t>> rows;
+  Tensor rows_on_device;
+};
 
-namespace {
+// y = x where the mask keeps it, times scale; 0 where it drops it. On x's device, the same bits
+// on the CPU and a GPU (ops/kernels/dropout_hash.h).
+Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const int64_t len = keys.rows ? x.size(x.dim() - 1) : 0, rows = keys.rows ? static_cast<int64_t>(keys.rows->size()) : 0;
+  if (x.is_cuda()) {
+    dispatch_float(x.dtype(), "dropout", [](auto) {});
+    TG_CHECK(!keys.rows || keys.rows_on_device.defined(), "dropout", "a gradient on {} for a call made on the CPU",
+             x.device().str());
+    if (keys.rows) detail::check_same_device("dropout", x, "input", keys.rows_on_device, "row keys");
+    cuda_ops::DropoutArgs a;
+    a.device = x.device().index;
+    a.op = "dropout";
+    a.type = detail::gpu_scalar(x.dtype());
+    a.x = detail::gpu_ptr(x);
+    a.y = detail::gpu_ptr(y);
+    a.n = x.numel();
+    a.len = len;
+    a.row_keys = keys.rows ? static_cast<const uint64_t*>(detail::gpu_ptr(keys.rows_on_device)) : nullptr;
+    a.key = keys.key;
+    a.threshold = threshold;
+    a.scale = scale;
+    cuda_ops::dropout(a);
+    return y;
+  }
+  dispatch_float(x.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    if (keys.rows) {
+      k::dropout_apply_rows<T>(x.data<T>(), y.data<T>(), rows, len, keys.rows->data(), threshold, static_cast<T>(scale));
+    } else {
+      k::dropout_apply<T>(x.data<T>(), y.data<T>(), x.numel(), keys.key, threshold, static_cast<T>(scale));
+    }
+  });
+  return y;
+}
+
 // Dropout keyed by sample: one key per row (every dimension but the last), from the call's key,
 // the row's sample and its coordinates within the sample, so that padding changes no key.
 std::shared_ptr<std::vector<uint64_t>> sample_row_keys(const Shape& shape, SampleKeyScope& sk) {
@@ -559,53 +642,30 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   const uint32_t threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
   const double scale = 1.0 / (1.0 - p);
   SampleKeyScope* sk = current_sample_keys();
+  DropoutKeys keys;
   if (sk && x.dim() >= 2 && x.size(0) == static_cast<int64_t>(sk->samples.size())) {
-    auto keys = sample_row_keys(x.shape(), *sk);
-    const int64_t len = x.size(x.dim() - 1), rows = static_cast<int64_t>(keys->size());
-    Tensor y = Tensor::empty(x.shape(), x.dtype());
-    dispatch_float(x.dtype(), "dropout", [&](auto tag) {
-      using T = decltype(tag);
-      k::dropout_apply_rows<T>(x.data<T>(), y.data<T>(), rows, len, keys->data(), threshold, static_cast<T>(scale));
-    });
-    return record("dropout", y, {x}, [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](const Tensor& g0, const Node&) {
-      Tensor g = to(g0, dtype);
-      const int64_t len = shape[shape.size() - 1], rows = static_cast<int64_t>(keys->size());
-      // Recorded (double backward): g times the mask as a tensor; else the mask applied to g in one pass.
-      Tensor out = Tensor::empty(shape, dtype);
-      const bool recorded = grad_enabled();
-      dispatch_float(dtype, "dropout", [&](auto tag) {
-        using T = decltype(tag);
-        Tensor src = recorded ? full(shape, 1.0, dtype) : g;
-        k::dropout_apply_rows<T>(src.data<T>(), out.data<T>(), rows, len, keys->data(), threshold, static_cast<T>(scale));
-      });
-      return Grads{recorded ? mul(g, out) : out};
-    });
-  }
-  // One key for the whole mask: from the global generator (reproducible under manual_seed), or,
-  // inside a SampleKeyScope on a tensor not shaped per sample, from the scope's key, the call and
-  // the samples (so that processes of a data-parallel run draw different masks). The mask itself
-  // is never stored: the backward regenerates it from the key.
-  uint64_t key;
-  if (sk) {
-    key = mix_key(sk->key, sk->calls++);
-    for (int64_t id : sk->samples) key = mix_key(key, static_cast<uint64_t>(id));
+    keys.rows = sample_row_keys(x.shape(), *sk);
+    if (x.is_cuda()) {  // the keys travel as int64 bits: one upload a call, read by forward and backward
+      std::vector<int64_t> bits(keys.rows->size());
+      std::memcpy(bits.data(), keys.rows->data(), bits.size() * sizeof(int64_t));
+      keys.rows_on_device = from_vector(bits, Shape{static_cast<int64_t>(bits.size())}).to(x.device());
+    }
+  } else if (sk) {
+    // One key for the whole mask: inside a SampleKeyScope on a tensor not shaped per sample, from
+    // the scope's key, the call and the samples (so that processes of a data-parallel run draw
+    // different masks); else from the global generator (reproducible under manual_seed).
+    keys.key = mix_key(sk->key, sk->calls++);
+    for (int64_t id : sk->samples) keys.key = mix_key(keys.key, static_cast<uint64_t>(id));
   } else {
-    key = default_generator().next_u64();
+    keys.key = default_generator().next_u64();
   }
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "dropout", [&](auto tag) {
-    using T = decltype(tag);
-    k::dropout_apply<T>(x.data<T>(), y.data<T>(), x.numel(), key, threshold, static_cast<T>(scale));
-  });
-  return record("dropout", y, {x}, [shape = x.shape(), dtype = x.dtype(), key, threshold, scale](const Tensor& g0, const Node&) {
+  // The mask itself is never stored: the backward regenerates it from the keys. Recorded (double
+  // backward): g times the mask as a tensor; else the mask applied to g in one pass.
+  return record("dropout", apply_dropout(x, keys, threshold, scale), {x},
+                [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](const Tensor& g0, const Node&) {
     Tensor g = to(g0, dtype);
-    if (grad_enabled()) return Grads{mul(g, dropout_mask(shape, dtype, key, threshold, scale))};
-    Tensor dx = Tensor::empty(shape, dtype);
-    dispatch_float(dtype, "dropout", [&](auto tag) {
-      using T = decltype(tag);
-      k::dropout_apply<T>(g.data<T>(), dx.data<T>(), g.numel(), key, threshold, static_cast<T>(scale));
-    });
-    return Grads{dx};
+    if (grad_enabled()) return Grads{mul(g, apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale))};
+    return Grads{apply_dropout(g, keys, threshold, scale)};
   });
 }
 

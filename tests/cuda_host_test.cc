@@ -1,6 +1,7 @@
 // The host half of the GPU kernels, checked on the CPU (no GPU needed): the broadcast plans the
 // elementwise kernels index through, and the per-element formulas they compute (ops/cuda/math.h),
-// against the CPU's ops. A wrong plan or formula fails here, in CI, before any GPU sees it.
+// against the CPU's ops, and the dropout mask's per-element formula (ops/kernels/dropout_hash.h)
+// against the CPU's vectorised mask. A wrong plan or formula fails here, in CI, before any GPU sees it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "ops/cuda/math.h"
 #include "ops/cuda/matmul.h"
 #include "ops/cuda/strided.h"
+#include "ops/kernels/dropout.h"
 #include "tapegrad.h"
 
 namespace {
@@ -248,6 +250,49 @@ TEST(CudaHost, RowMajorProductsMapOntoCublasColumnMajorOnes) {
       const std::vector<double> c = column_major_gemm(g, b.to_vector<double>(), a.to_vector<double>());
       expect_close(c, tg::matmul(a, b, ta, tb).to_vector<double>(), 1e-12,
                    fmt::format("matmul ta={} tb={}", ta, tb));  // column-major [N, M] is row-major [M, N]
+    }
+}
+
+// The GPU's dropout computes each element alone with dropout_element (counter i of the call's key,
+// or counter j of row r's key); the CPU's kernels run vectors and chunks. Bit for bit the same,
+// NaNs included, across chunk boundaries and vector tails.
+template <class T>
+void expect_dropout_elements_match(uint32_t threshold, uint64_t key) {
+  const int64_t n = 5000, len = 37;
+  std::vector<T> x(static_cast<size_t>(n)), flat(x.size()), rows(x.size());
+  std::mt19937 rng(7);
+  std::normal_distribution<double> nd;
+  for (T& v : x) v = static_cast<T>(nd(rng));
+  x[3] = x[2100] = std::numeric_limits<T>::quiet_NaN();
+  const T scale = static_cast<T>(1.0 / (1.0 - threshold / 4294967296.0));
+  const int32_t thr31 = static_cast<int32_t>(threshold >> 1);
+  tg::kernels::dropout_apply<T>(x.data(), flat.data(), n, key, threshold, scale);
+  std::vector<uint64_t> row_keys(static_cast<size_t>((n + len - 1) / len));
+  for (size_t r = 0; r < row_keys.size(); ++r) row_keys[r] = key * 31 + r;
+  const int64_t whole = n / len * len;  // the row kernel runs whole rows
+  tg::kernels::dropout_apply_rows<T>(x.data(), rows.data(), whole / len, len, row_keys.data(), threshold, scale);
+  auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b)); };
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T want = tg::kernels::dropout_element<T>(x[i], static_cast<uint32_t>(i), static_cast<uint32_t>(key),
+                                                   static_cast<uint32_t>(key >> 32), thr31, scale);
+    ASSERT_TRUE(same(flat[i], want)) << "element " << i << ": " << flat[i] << " vs " << want;
+    dropped += want == T(0);
+    if (i >= whole) continue;
+    const uint64_t rk = row_keys[static_cast<size_t>(i / len)];
+    const T want_row = tg::kernels::dropout_element<T>(x[i], static_cast<uint32_t>(i % len), static_cast<uint32_t>(rk),
+                                                       static_cast<uint32_t>(rk >> 32), thr31, scale);
+    ASSERT_TRUE(same(rows[i], want_row)) << "row element " << i;
+  }
+  const double p = threshold / 4294967296.0;
+  EXPECT_NEAR(static_cast<double>(dropped) / n, p, 0.03) << "the mask drops about p of the elements";
+}
+
+TEST(CudaHost, DropoutsPerElementFormulaIsTheCpuMaskBitForBit) {
+  for (uint32_t threshold : {429496729u, 2147483648u, 4000000000u})
+    for (uint64_t key : {0x0123456789abcdefull, 42ull}) {
+      expect_dropout_elements_match<float>(threshold, key);
+      expect_dropout_elements_match<double>(threshold, key);
     }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // What the GPU kernels of ops/cuda/ share: launch sizes, the device's stream, the grid-stride
-// loop, and a block's fold in a fixed tree (the same order every run: deterministic sums).
+// loop, the index flag, and a block's fold in a fixed tree (the same order every run: deterministic sums).
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -39,6 +39,17 @@ __device__ T block_fold(T v, T* part) {
   const T r = part[0];
   __syncthreads();
   return r;
+}
+
+// Raises the device's index flag once (the first bad index wins) with what the host will report at
+// the next synchronization (graph/cuda/runtime.h).
+__device__ inline void flag_bad_index(cuda_rt::IndexError* flag, const char* op, int64_t value, int64_t limit) {
+  if (atomicCAS(&flag->raised, 0, 1) == 0) {
+    flag->op = op;
+    flag->value = value;
+    flag->limit = limit;
+    __threadfence_system();
+  }
 }
 
 }  // namespace tg::cuda_ops

@@ -1,9 +1,11 @@
 // Row kernels of the nn family on the GPU: one block of 256 threads a row, each thread folding a
-// strided share, combined by a fixed tree in shared memory (deterministic).
+// strided share, combined by a fixed tree in shared memory (deterministic); and the elementwise
+// kernels of the losses' targets and of dropout.
 #include <cstdint>
 
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/nn.h"
+#include "ops/kernels/dropout_hash.h"
 
 namespace tg::cuda_ops {
 namespace {
@@ -87,10 +89,82 @@ __global__ void bias_act_kernel(math::Unary act, const T* x, const T* bias, T* y
   }
 }
 
+template <class T>
+__global__ void class_targets_kernel(const int64_t* target, int64_t* safe, T* valid, int64_t n, int64_t C,
+                                     int64_t ignore_index, cuda_rt::IndexError* flag, const char* op) {
+  TG_GRID_LOOP(i, n) {
+    const int64_t t = target[i];
+    const bool ignored = t == ignore_index, ok = !ignored && t >= 0 && t < C;
+    if (!ignored && !ok) flag_bad_index(flag, op, t, C);
+    safe[i] = ok ? t : 0;
+    valid[i] = ok ? T(1) : T(0);
+  }
+}
+
+template <class T>
+__global__ void cross_entropy_rows(const T* x, const int64_t* target, const T* valid, T* loss, T* lse, int64_t C, T eps) {
+  __shared__ T part[kRowThreads];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * C;
+  T m = -static_cast<T>(INFINITY);
+  for (int64_t i = threadIdx.x; i < C; i += kRowThreads) m = math::binary<T>(math::Binary::kMax, m, xr[i]);
+  m = block_fold<T, true>(m, part);
+  T s = 0;
+  for (int64_t i = threadIdx.x; i < C; i += kRowThreads) s += math::m_exp(xr[i] - m);
+  const T l = m + math::m_log(block_fold<T, false>(s, part));
+  T sum_x = 0;
+  if (eps != T(0)) {
+    for (int64_t i = threadIdx.x; i < C; i += kRowThreads) sum_x += xr[i];
+    sum_x = block_fold<T, false>(sum_x, part);
+  }
+  if (threadIdx.x == 0) {
+    lse[r] = l;
+    T nll = -(xr[target[r]] - l);
+    if (eps != T(0)) nll = (T(1) - eps) * nll - eps / static_cast<T>(C) * (sum_x - static_cast<T>(C) * l);
+    loss[r] = valid[r] != T(0) ? nll : T(0);
+  }
+}
+
+template <class T>
+__global__ void cross_entropy_backward_rows(const T* x, const T* lse, const int64_t* target, const T* valid, const T* g,
+                                            T* dx, int64_t C, T eps) {
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * C;
+  T* dr = dx + r * C;
+  const bool counts = valid[r] != T(0);
+  const T gr = g[r], l = lse[r], off = eps / static_cast<T>(C);
+  const int64_t t = target[r];
+  for (int64_t i = threadIdx.x; i < C; i += kRowThreads) {
+    T d = counts ? gr * (math::m_exp(xr[i] - l) - off) : T(0);
+    if (counts && i == t) d -= gr * (T(1) - eps);
+    dr[i] = d;
+  }
+}
+
+template <class T>
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const uint64_t* row_keys, uint64_t key,
+                               int32_t thr31, T scale) {
+  TG_GRID_LOOP(i, n) {
+    uint64_t k = key;
+    uint32_t c = static_cast<uint32_t>(i);
+    if (row_keys != nullptr) {
+      k = row_keys[i / len];
+      c = static_cast<uint32_t>(i % len);
+    }
+    y[i] = kernels::dropout_element<T>(x[i], c, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32), thr31, scale);
+  }
+}
+
 template <class F>
 void float_types(Scalar t, F&& f) {
   if (t == Scalar::kF64) f(double{});
   else f(float{});
+}
+
+// Launches f(first_row, rows) over chunks of at most 65535 rows (one block a row).
+template <class F>
+void by_row_chunks(int64_t rows, F&& f) {
+  for (int64_t r = 0; r < rows; r += 65535) f(r, static_cast<unsigned>(rows - r < 65535 ? rows - r : 65535));
 }
 
 }  // namespace
@@ -138,6 +212,60 @@ void bias_act(const BiasActArgs& a) {
     using T = decltype(tag);
     bias_act_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(a.act, static_cast<const T*>(a.x), static_cast<const T*>(a.bias),
                                                           static_cast<T*>(a.y), n, a.D);
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void class_targets(const TargetArgs& a) {
+  if (a.n == 0) return;
+  cudaStream_t s = stream_of(a.device);
+  cuda_rt::IndexError* flag = cuda_rt::index_error_flag(a.device);
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    class_targets_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(a.target, a.safe, static_cast<T*>(a.valid), a.n, a.C,
+                                                                 a.ignore_index, flag, a.op);
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void cross_entropy(const CrossEntropyArgs& a) {
+  if (a.rows == 0) return;
+  cudaStream_t s = stream_of(a.device);
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    by_row_chunks(a.rows, [&](int64_t r, unsigned n) {
+      cross_entropy_rows<T><<<n, kRowThreads, 0, s>>>(static_cast<const T*>(a.x) + r * a.C, a.target + r,
+                                                      static_cast<const T*>(a.valid) + r, static_cast<T*>(a.loss) + r,
+                                                      static_cast<T*>(a.lse) + r, a.C, static_cast<T>(a.eps));
+    });
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void cross_entropy_backward(const CrossEntropyArgs& a) {
+  if (a.rows * a.C == 0) return;
+  cudaStream_t s = stream_of(a.device);
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    by_row_chunks(a.rows, [&](int64_t r, unsigned n) {
+      cross_entropy_backward_rows<T><<<n, kRowThreads, 0, s>>>(
+          static_cast<const T*>(a.x) + r * a.C, static_cast<const T*>(a.lse) + r, a.target + r,
+          static_cast<const T*>(a.valid) + r, static_cast<const T*>(a.g) + r, static_cast<T*>(a.dx) + r * a.C, a.C,
+          static_cast<T>(a.eps));
+    });
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void dropout(const DropoutArgs& a) {
+  if (a.n == 0) return;
+  cudaStream_t s = stream_of(a.device);
+  const int32_t thr31 = static_cast<int32_t>(a.threshold >> 1);
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n,
+                                                           a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
+                                                           static_cast<T>(a.scale));
   });
   cuda_rt::after_launch(a.device, a.op);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The nn family's GPU kernels (nn.cu; nn_none.cc without CUDA): row kernels for softmax and
-// log-softmax, layer norm and RMS norm (saving the statistics their backward reads), and bias +
-// activation. One block a row, sums in a fixed tree: the same input gives the same bits each run.
+// log-softmax, layer norm and RMS norm (saving the statistics their backward reads), bias +
+// activation, the classification losses' targets and cross-entropy, and dropout. One block a row, sums in a fixed tree: the same input gives the same bits each run.
 #include <cstdint>
 
 #include "elementwise.h"
@@ -51,5 +51,57 @@ struct BiasActArgs {
   int64_t rows = 0, D = 0;
 };
 void bias_act(const BiasActArgs& args);
+
+// Targets of a classification loss over classes [0, C): safe[i] = target[i], or 0 where it is
+// ignore_index or out of range; valid[i] = 1 where it counts, else 0, in the loss's float type. A
+// target out of range that is not ignore_index raises the device's index flag (reported naming
+// the op at the next synchronization).
+struct TargetArgs {
+  int device = 0;
+  const char* op = "";
+  Scalar type = Scalar::kF32;
+  const int64_t* target = nullptr;
+  int64_t* safe = nullptr;
+  void* valid = nullptr;
+  int64_t n = 0, C = 0, ignore_index = -100;
+};
+void class_targets(const TargetArgs& args);
+
+// Cross-entropy of rows of C logits against safe targets, label smoothing eps (as
+// ops/kernels/softmax.h): lse[r] = logsumexp(x[r]); loss[r] = 0 where valid[r] is 0. backward: dx
+// = g[r] valid[r] (softmax(x[r]) - (1 - eps) onehot(t[r]) - eps / C), from the saved lse.
+struct CrossEntropyArgs {
+  int device = 0;
+  const char* op = "";
+  Scalar type = Scalar::kF32;
+  const void* x = nullptr;
+  const int64_t* target = nullptr;  // safe targets (class_targets)
+  const void* valid = nullptr;
+  void* loss = nullptr;  // forward: [rows]
+  void* lse = nullptr;   // forward: written; backward: read
+  const void* g = nullptr;  // backward: the gradient of each row's loss
+  void* dx = nullptr;       // backward: [rows, C]
+  int64_t rows = 0, C = 0;
+  double eps = 0;
+};
+void cross_entropy(const CrossEntropyArgs& args);
+void cross_entropy_backward(const CrossEntropyArgs& args);
+
+// Dropout, bit for bit the CPU's mask (ops/kernels/dropout_hash.h): y = x scaled where kept. With
+// row_keys (device memory, one key a row of `len` elements), element j of row r is counter j of
+// row_keys[r]; without, element i of the n is counter i of `key`.
+struct DropoutArgs {
+  int device = 0;
+  const char* op = "";
+  Scalar type = Scalar::kF32;
+  const void* x = nullptr;
+  void* y = nullptr;
+  int64_t n = 0, len = 1;
+  const uint64_t* row_keys = nullptr;
+  uint64_t key = 0;
+  uint32_t threshold = 0;
+  double scale = 1;
+};
+void dropout(const DropoutArgs& args);
 
 }  // namespace tg::cuda_ops

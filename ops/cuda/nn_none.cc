@@ -6,4 +6,8 @@ namespace tg::cuda_ops {
 void softmax(const SoftmaxArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void norm(const NormArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void bias_act(const BiasActArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void class_targets(const TargetArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void cross_entropy(const CrossEntropyArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void cross_entropy_backward(const CrossEntropyArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void dropout(const DropoutArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 }  // namespace tg::cuda_ops

@@ -31,16 +31,6 @@ __global__ void copy_kernel(Layout l, int64_t n, const T* src, T* dst, bool scat
   }
 }
 
-// Raises the device's index flag once (the first bad index wins) with what the host will report.
-__device__ void flag_bad_index(cuda_rt::IndexError* flag, const char* op, int64_t value, int64_t limit) {
-  if (atomicCAS(&flag->raised, 0, 1) == 0) {
-    flag->op = op;
-    flag->value = value;
-    flag->limit = limit;
-    __threadfence_system();
-  }
-}
-
 template <class T>
 __global__ void index_select_kernel(const T* src, T* dst, const int64_t* index, int64_t n, int64_t R, int64_t inner,
                                     int64_t total, cuda_rt::IndexError* flag, const char* op) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,82 @@ TEST(Gpu, Word2VecsLossStaysOnTheCpuAndSaysSo) {
   } catch (const tg::Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("negative_sampling_loss: runs on the CPU only", 0), 0u) << e.what();
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Dropout on the GPU draws the CPU's mask bit for bit, forward and backward: from the global
+// generator's key, and keyed by sample (one key a row, uploaded once a call).
+TEST(Gpu, DropoutMasksAreTheCpusBitForBit) {
+  TG_NEED_GPU();
+  for (tg::DType dtype : {tg::kFloat32, tg::kFloat64}) {
+    tg::manual_seed(5);
+    Tensor x = tg::randn({6, 7, 300}, dtype);
+    Tensor w = tg::randn({6, 7, 300}, dtype);
+    for (bool by_sample : {false, true}) {
+      auto run = [&](const Device& dev) {
+        Tensor xd = x.to(dev).requires_grad_(), wd = w.to(dev);
+        tg::manual_seed(77);
+        std::unique_ptr<tg::SampleKeyScope> scope;
+        if (by_sample) scope = std::make_unique<tg::SampleKeyScope>(99, std::vector<int64_t>{3, 1, 4, 1, 5, 9});
+        Tensor y = tg::dropout(xd, 0.3, true);
+        tg::sum(tg::mul(y, wd)).backward();
+        return std::make_pair(y.to(tg::kCPU), xd.grad().to(tg::kCPU));
+      };
+      const auto [y_cpu, g_cpu] = run(tg::kCPU);
+      const auto [y_gpu, g_gpu] = run(kGpu);
+      EXPECT_EQ(bytes_of(y_gpu), bytes_of(y_cpu)) << tg::dtype_name(dtype) << (by_sample ? " by sample" : "");
+      EXPECT_EQ(bytes_of(g_gpu), bytes_of(g_cpu)) << tg::dtype_name(dtype) << (by_sample ? " by sample" : "");
+    }
+  }
+}
+
+// Cross-entropy and NLL on the GPU against the CPU: ignored targets, label smoothing, class
+// weights, every reduction, and the gradient of the logits; a target out of range is reported
+// naming the op at the next synchronization, never read.
+TEST(Gpu, ClassificationLossesMatchTheCpu) {
+  TG_NEED_GPU();
+  tg::manual_seed(8);
+  const Tensor logits = tg::randn({3, 5, 11}, tg::kFloat64);
+  Tensor target = tg::randint(0, 11, {3, 5});
+  target = tg::where(tg::lt(tg::rand({3, 5}), 0.2), tg::full({3, 5}, -100.0, tg::kInt64), target);
+  const Tensor weight = tg::rand({11}, tg::kFloat64);
+  for (tg::Reduction r : {tg::Reduction::kMean, tg::Reduction::kSum, tg::Reduction::kNone})
+    for (double eps : {0.0, 0.1})
+      for (bool weighted : {false, true}) {
+        tg::CrossEntropyOptions o;
+        o.reduction = r;
+        o.label_smoothing = eps;
+        auto run = [&](const Device& dev) {
+          Tensor x = logits.to(dev).requires_grad_();
+          tg::CrossEntropyOptions od = o;
+          if (weighted) od.weight = weight.to(dev);
+          Tensor loss = tg::cross_entropy(x, target.to(dev), od);
+          tg::sum(loss).backward();
+          Tensor nll = tg::nll_loss(tg::log_softmax(x.detach(), -1), target.to(dev), -100, r, od.weight);
+          return std::vector<Tensor>{loss.to(tg::kCPU), x.grad().to(tg::kCPU), nll.to(tg::kCPU)};
+        };
+        const auto want = run(tg::kCPU), got = run(kGpu);
+        for (size_t i = 0; i < want.size(); ++i) {
+          const auto a = want[i].to_vector<double>(), b = got[i].to_vector<double>();
+          ASSERT_EQ(a.size(), b.size());
+          for (size_t j = 0; j < a.size(); ++j)
+            EXPECT_NEAR(a[j], b[j], 1e-12 * (1 + std::fabs(a[j]))) << "output " << i << " element " << j << " eps " << eps
+                                                                   << " weighted " << weighted;
+        }
+      }
+  Tensor bad = tg::tensor({1.0, 11.0, 2.0}, tg::kInt64).to(kGpu);
+  Tensor loss = tg::cross_entropy(tg::randn({3, 11}).to(kGpu), bad);
+  try {
+    tg::cuda::synchronize();
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("cross_entropy: index 11 is out of range for a dimension of size 11", 0), 0u) << m;
+  }
+  tg::cuda::synchronize();
 }
 
 }  // namespace

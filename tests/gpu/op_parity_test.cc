@@ -1,7 +1,9 @@
 // Every op of the op table (tests/op_table.h) forward on a GPU against the CPU: fresh random
 // inputs (the seed printed; TG_PARITY_SEED=N replays it), GPU outputs poisoned before the kernels
 // run (a skipped element shows as NaN), the result checked to be on the GPU, the launch counter to
-// have moved, and the values to match the CPU within the tolerance of the dtype. An op that has no
+// have moved, and the values to match the CPU within the tolerance of the dtype (float32, float64
+// and bfloat16; an op the CPU refuses in a dtype must refuse it on the GPU too). Each op runs
+// after the same manual_seed on both sides, so dropout draws the same mask. An op that has no
 // GPU path yet fails here, naming itself: the suite is the list of what is left to port.
 #include <chrono>
 #include <cmath>
@@ -53,16 +55,37 @@ TEST(GpuParity, EveryOpForwardMatchesTheCpu) {
   tg::cuda::set_poison_allocations(true);
   std::vector<std::string> problems;
   int checked = 0;
-  for (tg::DType dtype : {tg::kFloat32, tg::kFloat64}) {
+  int refused_on_both = 0;
+  for (tg::DType dtype : {tg::kFloat32, tg::kFloat64, tg::kBFloat16}) {
     tg::manual_seed(seed);
+    uint64_t op_seed = seed;
     for (const tg::testing::OpInfo& op : tg::testing::all_ops()) {
       std::vector<Tensor> cpu_in, gpu_in;
       for (const Tensor& t : op.good) cpu_in.push_back(tg::is_floating(t.dtype()) ? t.to(dtype) : t);
       for (const Tensor& t : cpu_in) gpu_in.push_back(t.to(tg::Device::cuda()));
       const std::string what = fmt::format("{} ({})", op.name, tg::dtype_name(dtype));
+      ++op_seed;  // each op's own draws (dropout's key) are the same on both sides
+      Tensor want;
+      std::string cpu_refusal;
       try {
-        const Tensor want = op.fn(cpu_in);
+        tg::manual_seed(op_seed);
+        want = op.fn(cpu_in);
+      } catch (const tg::Error& e) {
+        cpu_refusal = e.what();
+      }
+      if (!cpu_refusal.empty()) {  // an op the CPU refuses in this dtype must refuse it on the GPU too
+        try {
+          tg::manual_seed(op_seed);
+          (void)op.fn(gpu_in);
+          problems.push_back(what + ": runs on the GPU but the CPU refuses it: " + cpu_refusal);
+        } catch (const tg::Error&) {
+          ++refused_on_both;
+        }
+        continue;
+      }
+      try {
         const uint64_t before = tg::cuda::kernel_launches();
+        tg::manual_seed(op_seed);
         const Tensor got = op.fn(gpu_in);
         if (!got.is_cuda()) {
           problems.push_back(what + ": the result is on " + got.device().str());
@@ -83,7 +106,8 @@ TEST(GpuParity, EveryOpForwardMatchesTheCpu) {
     }
   }
   tg::cuda::set_poison_allocations(false);
-  std::printf("op parity: %d op/dtype pairs match the CPU, %zu do not\n", checked, problems.size());
+  std::printf("op parity: %d op/dtype pairs match the CPU, %d are refused on both, %zu do not\n", checked,
+              refused_on_both, problems.size());
   for (const std::string& p : problems) ADD_FAILURE() << p << " [seed " << seed << "]";
 }
 
