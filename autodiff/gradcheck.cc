@@ -12,6 +12,27 @@
 
 namespace tg {
 
+namespace {
+// A one-hot host vector as a tensor of `like`'s shape on its device (the analytical Jacobian's probe).
+Tensor one_hot_like(const Tensor& like, int64_t o) {
+  Tensor v = zeros(like.shape(), kFloat64);
+  v.data<double>()[o] = 1.0;
+  return v.to(like.device());
+}
+
+// Sets element j of an input to `value`, in place: directly on the CPU; on a GPU the host copy of
+// its values goes back through copy_ (not recorded).
+void set_element(const Tensor& t, std::vector<double>& host, int64_t j, double value) {
+  host[static_cast<size_t>(j)] = value;
+  if (!t.is_cuda()) {
+    t.data<double>()[j] = value;
+    return;
+  }
+  NoGradGuard ng;
+  Tensor(t).copy_(from_vector(host, t.shape(), kFloat64).to(t.device()));
+}
+}  // namespace
+
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions opts) {
   std::vector<Tensor> diff;  // inputs that require grad
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -35,9 +56,7 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
   std::vector<std::vector<std::vector<double>>> analytic(static_cast<size_t>(m));
   if (out.requires_grad()) {
     for (int64_t o = 0; o < m; ++o) {
-      Tensor v = zeros(out.shape(), kFloat64);
-      v.data<double>()[o] = 1.0;
-      std::vector<Tensor> g = grad({out}, diff, {v}, {.retain_graph = true, .allow_unused = true});
+      std::vector<Tensor> g = grad({out}, diff, {one_hot_like(out, o)}, {.retain_graph = true, .allow_unused = true});
       for (size_t k = 0; k < diff.size(); ++k)
         analytic[o].push_back(g[k].defined() ? g[k].to_vector<double>() : std::vector<double>(diff[k].numel(), 0.0));
     }
@@ -48,14 +67,14 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
   // Numerical Jacobian, perturbing one input element at a time. Grad mode stays as it is: fn
   // may itself take gradients (gradgradcheck); the graphs it records are simply dropped.
   for (size_t k = 0; k < diff.size(); ++k) {
-    double* p = diff[k].data<double>();
+    std::vector<double> host = diff[k].to_vector<double>();
     for (int64_t j = 0; j < diff[k].numel(); ++j) {
-      const double saved = p[j];
-      p[j] = saved + opts.eps;
+      const double saved = host[static_cast<size_t>(j)];
+      set_element(diff[k], host, j, saved + opts.eps);
       std::vector<double> plus = fn(inputs).to_vector<double>();
-      p[j] = saved - opts.eps;
+      set_element(diff[k], host, j, saved - opts.eps);
       std::vector<double> minus = fn(inputs).to_vector<double>();
-      p[j] = saved;
+      set_element(diff[k], host, j, saved);
       for (int64_t o = 0; o < m; ++o) {
         double num = (plus[o] - minus[o]) / (2 * opts.eps);
         double ana = analytic[o][k][j];
@@ -76,7 +95,7 @@ GradcheckResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& 
     NoGradGuard ng;
     probe = fn(inputs);
   }
-  Tensor v = randn(probe.shape(), kFloat64);
+  Tensor v = randn(probe.shape(), kFloat64).to(probe.device());
   GradcheckFn first = [&](const std::vector<Tensor>& in) {
     std::vector<Tensor> diff;
     for (const Tensor& t : in)
@@ -86,7 +105,7 @@ GradcheckResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& 
     // Concatenate the gradients into one vector output (as sum of flattened pieces).
     std::vector<Tensor> parts;
     for (size_t i = 0; i < gs.size(); ++i)
-      parts.push_back(gs[i].defined() ? gs[i].reshape({diff[i].numel()}) : zeros({diff[i].numel()}, kFloat64));
+      parts.push_back(gs[i].defined() ? gs[i].reshape({diff[i].numel()}) : zeros({diff[i].numel()}, kFloat64, diff[i].device()));
     return concat(parts, 0);
   };
   return gradcheck(first, inputs, opts);

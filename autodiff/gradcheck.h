@@ -26,7 +26,8 @@ struct GradcheckResult {
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // Compares the full Jacobian of fn (any output shape) with respect to every input that requires
-// grad. Inputs must be float64.
+// grad. Inputs must be float64; they may be on a GPU (the Jacobians are read back to the host,
+// each perturbation written to the device in place).
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions opts = {});
 
 // Checks second derivatives: the gradient of sum(fn(inputs) * v) (v fixed, random) with respect

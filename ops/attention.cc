@@ -12,6 +12,7 @@
 #include "ops/nn.h"
 #include "ops/kernels/rope.h"
 #include "ops/op_util.h"
+#include "ops/reduce.h"
 #include "ops/shape_ops.h"
 
 namespace tg {
@@ -161,6 +162,43 @@ MaskLayout mask_layout(const Tensor& mask, const Dims& dm) {
   return ml;
 }
 
+// The fused attention's backward from public ops, used on a GPU until its kernel lands (issue 48):
+// the weights are recomputed from the saved log-sum-exp, P = exp(q kᵀ s - lse) (0 where masked or
+// where a row sees no key), then dV = Pᵀ g, dP = g Vᵀ, dS = P (dP - rowsum(g o)), dQ = dS K s and
+// dK = dSᵀ Q s; a grouped key/value head sums its query heads, rows past kv_length get zeros. Every
+// sum is a product or a fixed-order reduction: the same bits every run.
+Grads attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                                   const Tensor& g, const AttentionOptions& opts, const Dims& dm, double scale) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  Tensor kk = dm.rows > dm.S ? narrow(k, -2, 0, dm.S) : k, vv = dm.rows > dm.S ? narrow(v, -2, 0, dm.S) : v;
+  const Shape k_shape = kk.shape(), v_shape = vv.shape();
+  if (dm.group > 1) {
+    kk = repeat_kv(kk, dm.group);
+    vv = repeat_kv(vv, dm.group);
+  }
+  Tensor sc = mul(matmul(q, kk, false, true), scale);
+  if (opts.causal) sc = masked_fill(sc, causal_mask(dm.T, dm.S, opts.causal_offset, q.device()), ninf);
+  if (opts.mask.defined()) sc = masked_fill(sc, opts.mask, ninf);
+  Tensor p = masked_fill(exp(sub(sc, unsqueeze(lse, -1))), unsqueeze(eq(lse, ninf), -1), 0.0);
+  Tensor dv = matmul(p, g, true, false);
+  Tensor ds = mul(p, sub(matmul(g, vv, false, true), sum(mul(g, o), {-1}, true)));
+  Tensor dq = mul(matmul(ds, kk), scale);
+  Tensor dk = mul(matmul(ds, q, true, false), scale);
+  auto fold_group = [&](const Tensor& t, const Shape& want) {  // [.., H_kv * group, S, e] -> [.., H_kv, S, e]
+    if (dm.group == 1) return t;
+    Shape wide = want;
+    wide.insert(wide.begin() + (static_cast<int64_t>(want.rank()) - 2), dm.group);
+    return sum(reshape(t, wide), {static_cast<int64_t>(want.rank()) - 2}, false);
+  };
+  dk = fold_group(dk, k_shape);
+  dv = fold_group(dv, v_shape);
+  if (dm.rows > dm.S) {  // rows past kv_length were not read: their gradient is zero
+    dk = slice_backward(dk, k.shape(), k.dim() - 2, 0, 1);
+    dv = slice_backward(dv, v.shape(), v.dim() - 2, 0, 1);
+  }
+  return Grads{dq, dk, dv};
+}
+
 }  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
@@ -199,6 +237,10 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
              "(create_graph); use attention_unfused for higher-order gradients");
     Tensor o = node.output();
     Tensor g = to(g0, q.dtype());
+    if (q.is_cuda()) {
+      Grads gr = attention_backward_from_ops(q, kk, v, o, lse, g, opts, dm, scale);
+      return Grads{node.needs(0) ? gr[0] : Tensor(), node.needs(1) ? gr[1] : Tensor(), node.needs(2) ? gr[2] : Tensor()};
+    }
     Tensor gq = Tensor::empty(q.shape(), q.dtype());
     // Rows past kv_length were not read: their gradient is zero.
     Tensor gk = dm.rows > dm.S ? zeros(kk.shape(), q.dtype()) : Tensor::empty(kk.shape(), q.dtype()),
@@ -227,6 +269,15 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
     return Grads{node.needs(0) ? gq : Tensor(), node.needs(1) ? gk : Tensor(), node.needs(2) ? gv : Tensor()};
   }, /*save_output=*/true);
 }
+
+namespace detail {
+std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                        const Tensor& lse, const Tensor& g, const AttentionOptions& opts) {
+  const Dims dm = check_attention("flash_attention", q, k, v, opts);
+  const Grads gr = attention_backward_from_ops(q, k, v, out, lse, g, opts, dm, scale_of(opts, dm.d));
+  return {gr[0], gr[1], gr[2]};
+}
+}  // namespace detail
 
 AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("attention_unfused", q, kk, v, opts);

@@ -45,4 +45,12 @@ Tensor repeat_kv(const Tensor& x, int64_t n_rep);
 // rotated query and key then depends on their positions only through the difference.
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
+namespace detail {
+// flash_attention's backward from public ops (what a GPU runs until its fused kernel lands):
+// (dq, dk, dv) for the output `out`, the saved per-row log-sum-exp `lse` [..., T] and the
+// gradient g. Exposed so that the CPU's tests check it against the CPU's fused kernel.
+std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                        const Tensor& lse, const Tensor& g, const AttentionOptions& opts);
+}  // namespace detail
+
 }  // namespace tg

@@ -66,8 +66,23 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim) {
   int64_t outer = 1, D = y.dim() ? y.shape()[dim] : 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= y.shape()[d];
   for (int64_t d = dim + 1; d < y.dim(); ++d) inner *= y.shape()[d];
-  Tensor dx = Tensor::empty(y.shape(), y.dtype());
+  Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
   Tensor gc = to(g, y.dtype());
+  if (y.is_cuda()) {
+    detail::check_same_device(kLog ? "log_softmax" : "softmax", y, "output", gc, "gradient");
+    cuda_ops::SoftmaxArgs a;
+    a.device = y.device().index;
+    a.op = kLog ? "log_softmax" : "softmax";
+    a.log = kLog;
+    a.type = detail::gpu_scalar(y.dtype());
+    a.x = detail::gpu_ptr(y);
+    a.y = detail::gpu_ptr(dx);
+    a.outer = outer;
+    a.D = D;
+    a.inner = inner;
+    cuda_ops::softmax_backward(a, detail::gpu_ptr(gc));
+    return dx;
+  }
   dispatch_float(y.dtype(), kLog ? "log_softmax" : "softmax", [&](auto tag) {
     using T = decltype(tag);
     k::softmax_backward_rows<T, kLog>(y.data<T>(), gc.data<T>(), dx.data<T>(), outer, D, inner);
@@ -376,7 +391,8 @@ Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tenso
   }
   return record("layer_norm", out, {x, weight, bias},
                 [x, weight, bias, nd, eps, mean_t, rstd_t, rows, D](const Tensor& g, const Node& n) {
-    if (grad_enabled()) return layer_norm_backward_composed(g, x, weight, bias, nd, eps, n);
+    // Recorded (higher order), or on a GPU until its fused backward kernel lands: from public ops.
+    if (grad_enabled() || x.is_cuda()) return layer_norm_backward_composed(g, x, weight, bias, nd, eps, n);
     Tensor gx = n.needs(0) ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
     Tensor gw = weight.defined() && n.needs(1) ? Tensor::empty(weight.shape(), x.dtype()) : Tensor();
     Tensor gb = bias.defined() && n.needs(2) ? Tensor::empty(bias.shape(), x.dtype()) : Tensor();
@@ -427,7 +443,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     });
   }
   return record("rms_norm", out, {x, weight}, [x, weight, eps, rstd_t, rows, D](const Tensor& g0, const Node& n) {
-    if (grad_enabled()) return rms_norm_backward_composed(g0, x, weight, eps, n);
+    // Recorded (higher order), or on a GPU until its fused backward kernel lands: from public ops.
+    if (grad_enabled() || x.is_cuda()) return rms_norm_backward_composed(to(g0, x.dtype()), x, weight, eps, n);
     Tensor g = to(g0, x.dtype());
     Tensor gx = n.needs(0) ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
     Tensor gw = weight.defined() && n.needs(1) ? Tensor::empty(weight.shape(), x.dtype()) : Tensor();
@@ -483,7 +500,7 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
   }
   return record("bias_act", y, {x, bias}, [x, bias, act, rows, D](const Tensor& g0, const Node& n) {
     Tensor g = to(g0, x.dtype());
-    if (grad_enabled()) {  // recorded backward: the same derivative from public ops
+    if (grad_enabled() || x.is_cuda()) {  // recorded backward, or on a GPU: the same derivative from public ops
       Tensor pre = add(x, bias);
       Tensor d;
       switch (act) {

@@ -425,6 +425,28 @@ Tensor index_select_as(const char* op, const Tensor& x, int64_t dim, const Tenso
 }
 }  // namespace
 
+namespace {
+// dst[o, index[k], :] += alpha src[o, k, :] on a GPU (ops/cuda/shape.h): a column a thread, in index
+// order (the CPU's sums), an index out of range reported at the next synchronization.
+void gpu_index_add(const char* op, const Tensor& dst, const Tensor& src, const Tensor& index, int64_t outer, int64_t R,
+                   int64_t inner, double alpha) {
+  dispatch_float(src.dtype(), op, [](auto) {});
+  cuda_ops::ScatterAddArgs a;
+  a.device = src.device().index;
+  a.op = op;
+  a.type = detail::gpu_scalar(src.dtype());
+  a.outer = outer;
+  a.n = index.numel();
+  a.inner = inner;
+  a.R = R;
+  a.index = static_cast<const int64_t*>(detail::gpu_ptr(index));
+  a.src = detail::gpu_ptr(src);
+  a.dst = detail::gpu_ptr(dst);
+  a.alpha = alpha;
+  cuda_ops::scatter_add(a);
+}
+}  // namespace
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = index_select_as("index_select", x, dim, index);
   dim = normalize_axis(dim, x.dim(), "index_select");
@@ -444,9 +466,15 @@ Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Ten
   want[dim] = index.numel();
   TG_CHECK(src.shape() == want, "index_add", "source has shape {}, expected {}", src.shape(), want);
   check_indices(index, shape[dim], "index_add", dim, shape);
-  Tensor out = zeros(shape, src.dtype());
+  detail::check_same_device("index_add", src, "source", index, "index");
+  Tensor out = zeros(shape, src.dtype(), src.device());
   const std::pair<int64_t, int64_t> oi = outer_inner(shape, dim);
   const int64_t outer = oi.first, inner = oi.second;
+  const auto backward = [dim, index](const Tensor& g, const Node&) { return Grads{index_select(g, dim, index)}; };
+  if (src.is_cuda()) {
+    gpu_index_add("index_add", out, src, index, outer, shape[dim], inner, 1.0);
+    return record("index_add", out, {src}, backward);
+  }
   const int64_t* idx = index.data<int64_t>();
   const int64_t n = index.numel(), R = shape[dim];
   dispatch_float(src.dtype(), "index_add", [&](auto tag) {
@@ -461,9 +489,7 @@ Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Ten
                         po + (o * R + idx[i]) * inner, inner, k::Add{});
     });
   });
-  return record("index_add", out, {src}, [dim, index](const Tensor& g, const Node&) {
-    return Grads{index_select(g, dim, index)};
-  });
+  return record("index_add", out, {src}, backward);
 }
 
 void index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, double alpha) {
@@ -483,6 +509,12 @@ void index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tens
   check_indices(index, self.shape()[dim], "index_add_", dim, self.shape());
   const std::pair<int64_t, int64_t> oi = outer_inner(self.shape(), dim);
   const int64_t outer = oi.first, inner = oi.second;
+  detail::check_same_device("index_add_", self, "self", src, "source");
+  detail::check_same_device("index_add_", self, "self", index, "index");
+  if (self.is_cuda()) {
+    gpu_index_add("index_add_", self, src, index, outer, self.shape()[dim], inner, alpha);
+    return;
+  }
   const int64_t* idx = index.data<int64_t>();
   const int64_t n = index.numel(), R = self.shape()[dim];
   dispatch_float(src.dtype(), "index_add_", [&](auto tag) {
@@ -580,13 +612,42 @@ Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const T
   dim = normalize_axis(dim, shape.rank(), "scatter_add");
   TG_CHECK(src.shape() == index.shape(), "scatter_add", "source shape {} differs from index shape {}", src.shape(),
            index.shape());
-  Tensor out = zeros(shape, src.dtype());
-  dispatch_float(src.dtype(), "scatter_add", [&](auto tag) {
-    using T = decltype(tag);
-    const T* ps = src.data<T>();
-    T* po = out.data<T>();
-    for_each_gathered(shape, dim, index, "scatter_add", [&](int64_t i, int64_t xo) { po[xo] += ps[i]; });
-  });
+  detail::check_same_device("scatter_add", src, "source", index, "index");
+  Tensor out = zeros(shape, src.dtype(), src.device());
+  if (src.is_cuda()) {  // index checked by the kernel (reported at the next synchronization)
+    const Shape& is = index.shape();
+    TG_CHECK(is.rank() == shape.rank(), "scatter_add", "index has rank {} but the output has rank {} (shapes {} and {})",
+             is.rank(), shape.rank(), is, shape);
+    for (int64_t d = 0; d < shape.rank(); ++d)
+      TG_CHECK(d == dim || is[d] <= shape[d], "scatter_add", "index shape {} exceeds output shape {} in dimension {}", is,
+               shape, d);
+    TG_CHECK(is.rank() <= cuda_ops::kMaxCopyRank, "scatter_add", "GPU scatters take at most {} dimensions, got {}",
+             cuda_ops::kMaxCopyRank, is);
+    dispatch_float(src.dtype(), "scatter_add", [](auto) {});
+    const Shape st = contiguous_strides(shape);
+    cuda_ops::ScatterAddArgs a;
+    a.device = src.device().index;
+    a.op = "scatter_add";
+    a.type = detail::gpu_scalar(src.dtype());
+    a.rank = static_cast<int>(is.rank());
+    a.dim = static_cast<int>(dim);
+    for (int64_t d = 0; d < is.rank(); ++d) {
+      a.size[d] = is[d];
+      a.dst_stride[d] = st[d];
+    }
+    a.R = shape[dim];
+    a.index = static_cast<const int64_t*>(detail::gpu_ptr(index));
+    a.src = detail::gpu_ptr(src);
+    a.dst = detail::gpu_ptr(out);
+    cuda_ops::scatter_add(a);
+  } else {
+    dispatch_float(src.dtype(), "scatter_add", [&](auto tag) {
+      using T = decltype(tag);
+      const T* ps = src.data<T>();
+      T* po = out.data<T>();
+      for_each_gathered(shape, dim, index, "scatter_add", [&](int64_t i, int64_t xo) { po[xo] += ps[i]; });
+    });
+  }
   return record("scatter_add", out, {src}, [dim, index](const Tensor& g, const Node&) {
     return Grads{gather(g, dim, index)};
   });

@@ -1,6 +1,8 @@
 // Fused flash attention against the unfused reference built from generic ops.
 #include "test_util.h"
 
+#include <cmath>
+#include <limits>
 #include <ostream>
 
 namespace {
@@ -80,6 +82,44 @@ TEST_P(Attention, Float32AgreesToo) {
   Tensor g = tg::randn(ref.shape());
   std::vector<Tensor> gr = tg::grad({ref}, {q, k, v}, {g}), gf = tg::grad({fused}, {q, k, v}, {g});
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(gf[i], gr[i], 1e-3, 1e-4)) << "gradient " << i;
+}
+
+// The backward a GPU runs (public ops from the saved log-sum-exp) against the CPU's fused kernel:
+// checked here, on every case, so that CI catches a wrong formula without a GPU.
+Tensor saved_lse(const Tensor& q, const Tensor& k, const tg::AttentionOptions& o) {
+  const int64_t T = q.size(-2), S = o.kv_length > 0 ? o.kv_length : k.size(-2), group = q.size(-3) / k.size(-3);
+  Tensor kk = tg::repeat_kv(tg::narrow(k, -2, 0, S), group);
+  Tensor sc = tg::mul(tg::matmul(q, kk, false, true), o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(q.size(-1))));
+  const double ninf = -std::numeric_limits<double>::infinity();
+  if (o.causal) sc = tg::masked_fill(sc, tg::causal_mask(T, S, o.causal_offset), ninf);
+  if (o.mask.defined()) sc = tg::masked_fill(sc, o.mask, ninf);
+  return tg::logsumexp(sc, {-1}, false);
+}
+
+void expect_backward_from_ops_matches(const Tensor& q, const Tensor& k, const Tensor& v, const tg::AttentionOptions& o) {
+  Tensor fused = tg::flash_attention(q, k, v, o);
+  Tensor g = tg::randn(fused.shape(), tg::kFloat64);
+  std::vector<Tensor> want = tg::grad({fused}, {q, k, v}, {g});
+  tg::NoGradGuard no_grad;
+  std::vector<Tensor> got =
+      tg::detail::flash_attention_backward_from_ops(q, k, v, fused.detach(), saved_lse(q, k, o), g, o);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(got[i], want[i], 1e-10, 1e-12)) << "gradient " << i;
+}
+
+TEST_P(Attention, TheGpusBackwardFromOpsMatchesTheFusedKernel) {
+  const Case c = GetParam();
+  tg::manual_seed(6);
+  expect_backward_from_ops_matches(leaf(with(c.lead, c.T, c.d)), leaf(with(kv_lead(c), c.S, c.d)),
+                                   leaf(with(kv_lead(c), c.S, c.dv)), options(c));
+}
+
+TEST(AttentionOps, TheGpusBackwardFromOpsHandlesKvLengthAndRowsThatSeeNothing) {
+  tg::manual_seed(7);
+  // A preallocated cache of 9 rows with 6 filled, grouped heads, a cache offset.
+  expect_backward_from_ops_matches(leaf({2, 4, 3, 8}), leaf({2, 2, 9, 8}), leaf({2, 2, 9, 5}),
+                                   {.causal = true, .causal_offset = 3, .kv_length = 6});
+  Tensor mask = tg::from_vector<int64_t>({1, 1, 0, 1}, {2, 2}).to(tg::kBool);  // query 0 sees nothing
+  expect_backward_from_ops_matches(leaf({1, 2, 3}), leaf({1, 2, 3}), leaf({1, 2, 3}), {.mask = mask});
 }
 
 INSTANTIATE_TEST_SUITE_P(

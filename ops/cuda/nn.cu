@@ -52,6 +52,32 @@ __global__ void softmax_columns(bool log, const T* x, T* y, int64_t outer, int64
 }
 
 template <class T>
+__global__ void softmax_backward_rows(bool log, const T* y, const T* g, T* dx, int64_t D) {
+  __shared__ T part[kRowThreads];
+  const int64_t r = blockIdx.x;
+  const T* yr = y + r * D;
+  const T* gr = g + r * D;
+  T* dr = dx + r * D;
+  T s = 0;
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) s += log ? gr[i] : gr[i] * yr[i];
+  s = block_fold<T, false>(s, part);
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) dr[i] = log ? gr[i] - math::m_exp(yr[i]) * s : yr[i] * (gr[i] - s);
+}
+
+template <class T>
+__global__ void softmax_backward_columns(bool log, const T* y, const T* g, T* dx, int64_t outer, int64_t D, int64_t inner) {
+  TG_GRID_LOOP(t, outer * inner) {
+    const int64_t base = (t / inner) * D * inner + t % inner;
+    T s = 0;
+    for (int64_t i = 0; i < D; ++i) s += log ? g[base + i * inner] : g[base + i * inner] * y[base + i * inner];
+    for (int64_t i = 0; i < D; ++i) {
+      const int64_t k = base + i * inner;
+      dx[k] = log ? g[k] - math::m_exp(y[k]) * s : y[k] * (g[k] - s);
+    }
+  }
+}
+
+template <class T>
 __global__ void norm_rows(bool rms, const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t D, T eps) {
   __shared__ T part[kRowThreads];
   const int64_t r = blockIdx.x;
@@ -183,6 +209,25 @@ void softmax(const SoftmaxArgs& a) {
       }
     } else {
       softmax_columns<T><<<blocks_for(a.outer * a.inner), kThreads, 0, s>>>(a.log, x, y, a.outer, a.D, a.inner);
+    }
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void softmax_backward(const SoftmaxArgs& a, const void* g) {
+  if (a.outer * a.D * a.inner == 0) return;
+  cudaStream_t s = stream_of(a.device);
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    const T* y = static_cast<const T*>(a.x);
+    const T* gt = static_cast<const T*>(g);
+    T* dx = static_cast<T*>(a.y);
+    if (a.inner == 1) {
+      by_row_chunks(a.outer, [&](int64_t o, unsigned n) {
+        softmax_backward_rows<T><<<n, kRowThreads, 0, s>>>(a.log, y + o * a.D, gt + o * a.D, dx + o * a.D, a.D);
+      });
+    } else {
+      softmax_backward_columns<T><<<blocks_for(a.outer * a.inner), kThreads, 0, s>>>(a.log, y, gt, dx, a.outer, a.D, a.inner);
     }
   });
   cuda_rt::after_launch(a.device, a.op);

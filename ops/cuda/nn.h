@@ -19,6 +19,9 @@ struct SoftmaxArgs {
   int64_t outer = 1, D = 1, inner = 1;
 };
 void softmax(const SoftmaxArgs& args);
+// Its backward from the output y and the gradient g (as ops/kernels/softmax.h): dx = y (g - sum(g
+// y)), or for log-softmax dx = g - exp(y) sum(g). x holds y, y receives dx.
+void softmax_backward(const SoftmaxArgs& args, const void* g);
 
 // Layer norm (rms = false) or RMS norm (rms = true) over rows of D: y = (x - mean) rstd w + b, or
 // y = x rstd w; mean (layer norm only) and rstd saved per row; w and b may be null.

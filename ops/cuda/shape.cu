@@ -67,6 +67,52 @@ __global__ void gather_kernel(Layout l, int dim, int64_t limit, int64_t n, const
   }
 }
 
+template <class T>
+__global__ void index_add_columns(const T* src, T* dst, const int64_t* index, int64_t outer, int64_t n, int64_t inner,
+                                  int64_t R, T alpha, cuda_rt::IndexError* flag, const char* op) {
+  TG_GRID_LOOP(c, outer * inner) {
+    const int64_t o = c / inner, j = c % inner;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t id = index[k];
+      if (id < 0 || id >= R) {
+        flag_bad_index(flag, op, id, R);
+        continue;
+      }
+      T* d = dst + (o * R + id) * inner + j;
+      *d = *d + alpha * src[(o * n + k) * inner + j];
+    }
+  }
+}
+
+struct ScatterLayout {
+  int rank, dim;
+  int64_t size[kMaxCopyRank], dst_stride[kMaxCopyRank], src_stride[kMaxCopyRank];
+};
+
+template <class T>
+__global__ void scatter_add_columns(ScatterLayout l, int64_t cols, int64_t R, const T* src, T* dst, const int64_t* index,
+                                    cuda_rt::IndexError* flag, const char* op) {
+  TG_GRID_LOOP(c, cols) {
+    int64_t rem = c, dst_base = 0, src_base = 0;
+    for (int d = l.rank - 1; d >= 0; --d) {
+      if (d == l.dim) continue;
+      const int64_t x = rem % l.size[d];
+      rem /= l.size[d];
+      dst_base += x * l.dst_stride[d];
+      src_base += x * l.src_stride[d];
+    }
+    for (int64_t k = 0; k < l.size[l.dim]; ++k) {
+      const int64_t off = src_base + k * l.src_stride[l.dim], id = index[off];
+      if (id < 0 || id >= R) {
+        flag_bad_index(flag, op, id, R);
+        continue;
+      }
+      T* d = dst + dst_base + id * l.dst_stride[l.dim];
+      *d = *d + src[off];
+    }
+  }
+}
+
 template <class F>
 void by_size(int bytes, F&& f) {
   switch (bytes) {
@@ -125,6 +171,37 @@ void gather(const GatherArgs& a) {
     gather_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(l, a.dim, a.limit, n, static_cast<const T*>(a.src),
                                                         static_cast<T*>(a.dst), a.index, flag, a.op);
   });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void scatter_add(const ScatterAddArgs& a) {
+  cudaStream_t s = stream_of(a.device);
+  cuda_rt::IndexError* flag = cuda_rt::index_error_flag(a.device);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    if (a.rank == 0) {
+      const int64_t cols = a.outer * a.inner;
+      if (cols == 0 || a.n == 0) return;
+      index_add_columns<T><<<blocks_for(cols), kThreads, 0, s>>>(static_cast<const T*>(a.src), static_cast<T*>(a.dst),
+                                                                 a.index, a.outer, a.n, a.inner, a.R,
+                                                                 static_cast<T>(a.alpha), flag, a.op);
+      return;
+    }
+    ScatterLayout l{a.rank, a.dim, {}, {}, {}};
+    int64_t cols = 1, stride = 1;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      l.size[d] = a.size[d];
+      l.dst_stride[d] = a.dst_stride[d];
+      l.src_stride[d] = stride;
+      stride *= a.size[d];
+      if (d != a.dim) cols *= a.size[d];
+    }
+    if (cols == 0 || a.size[a.dim] == 0) return;
+    scatter_add_columns<T><<<blocks_for(cols), kThreads, 0, s>>>(l, cols, a.R, static_cast<const T*>(a.src),
+                                                                 static_cast<T*>(a.dst), a.index, flag, a.op);
+  };
+  if (a.type == Scalar::kF64) run(double{});
+  else run(float{});
   cuda_rt::after_launch(a.device, a.op);
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // The shape family's GPU kernels (shape.cu; shape_none.cc without CUDA): strided copies (permute,
-// expand, slice and slice's backward), and the index ops. An index out of range never reads or
+// expand, slice and slice's backward), the index ops, and their backward (index_add, scatter_add). An index out of range never reads or
 // writes out of bounds: the kernel writes zeros there and raises the device's index flag, which the
 // next synchronization turns into one line naming the op (graph/cuda/runtime.h).
 #include <cstdint>
+
+#include "elementwise.h"
 
 namespace tg::cuda_ops {
 
@@ -51,5 +53,27 @@ struct GatherArgs {
   const int64_t* index = nullptr;
 };
 void gather(const GatherArgs& args);
+
+// Sums into dst along one axis, a column at a time: each column (every coordinate but the axis)
+// is one thread adding its positions k = 0, 1, ... in order, as the CPU does (no atomics, the same
+// bits every run). float32 or float64.
+// index_add (rank = 0): dst[o, index[k], j] += alpha src[o, k, j] over src [outer, n, inner], dst
+// [outer, R, inner]. scatter_add (rank > 0): over the index's shape `size` (src has the same, and
+// is contiguous), dst[base(c) + index[c, k] * dst_stride[dim]] += src[c, k], base(c) placing the
+// coordinates of column c at dst_stride. An index outside [0, R) raises the index flag and is skipped.
+struct ScatterAddArgs {
+  int device = 0;
+  const char* op = "";
+  Scalar type = Scalar::kF32;
+  int64_t outer = 1, n = 0, inner = 1, R = 0;
+  int rank = 0, dim = 0;
+  int64_t size[kMaxCopyRank] = {};
+  int64_t dst_stride[kMaxCopyRank] = {};
+  const int64_t* index = nullptr;
+  const void* src = nullptr;
+  void* dst = nullptr;
+  double alpha = 1;
+};
+void scatter_add(const ScatterAddArgs& args);
 
 }  // namespace tg::cuda_ops

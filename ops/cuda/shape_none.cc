@@ -6,4 +6,5 @@ namespace tg::cuda_ops {
 void strided_copy(const CopyArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void index_select(const IndexSelectArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void gather(const GatherArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void scatter_add(const ScatterAddArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 }  // namespace tg::cuda_ops

@@ -364,3 +364,40 @@ TEST(Gpu, ClassificationLossesMatchTheCpu) {
 }
 
 }  // namespace
+
+namespace {
+
+// gradcheck takes inputs on the GPU: the analytical Jacobian from the GPU's backward, the
+// numerical one from perturbing the device tensors, for the ops whose backward has its own GPU
+// code (softmax, the losses, index_add/scatter_add, attention) and a composed one (layer norm).
+TEST(Gpu, GradcheckRunsOnDeviceInputs) {
+  TG_NEED_GPU();
+  tg::manual_seed(21);
+  auto leaf = [](const tg::Shape& s) { return tg::randn(s, tg::kFloat64).to(kGpu).requires_grad_(); };
+  const Tensor ids = tg::tensor({2.0, 0.0, 2.0, 1.0}, tg::kInt64).to(kGpu);
+  const Tensor target = tg::tensor({1.0, -100.0, 3.0}, tg::kInt64).to(kGpu);
+  const Tensor gather_ids = tg::tensor({{0.0, 2.0, 2.0}, {1.0, 1.0, 0.0}}, tg::kInt64).to(kGpu);
+  struct Check {
+    const char* name;
+    tg::GradcheckFn fn;
+    std::vector<Tensor> in;
+  };
+  const std::vector<Check> checks = {
+      {"log_softmax", [](const auto& x) { return tg::log_softmax(x[0], -1); }, {leaf({3, 5})}},
+      {"softmax (inner axis)", [](const auto& x) { return tg::softmax(x[0], 0); }, {leaf({3, 4})}},
+      {"cross_entropy", [&](const auto& x) { return tg::cross_entropy(x[0], target, {.label_smoothing = 0.1}); }, {leaf({3, 4})}},
+      {"layer_norm", [](const auto& x) { return tg::layer_norm(x[0], 1, x[1], x[2]); }, {leaf({3, 4}), leaf({4}), leaf({4})}},
+      {"rms_norm", [](const auto& x) { return tg::rms_norm(x[0], x[1]); }, {leaf({3, 4}), leaf({4})}},
+      {"embedding", [&](const auto& x) { return tg::embedding(x[0], ids); }, {leaf({3, 2})}},
+      {"gather", [&](const auto& x) { return tg::gather(x[0], 1, gather_ids); }, {leaf({2, 3})}},
+      {"bias_act", [](const auto& x) { return tg::bias_act(x[0], x[1], tg::Activation::kGelu); }, {leaf({3, 4}), leaf({4})}},
+      {"flash_attention", [](const auto& x) { return tg::flash_attention(x[0], x[1], x[2], {.causal = true}); },
+       {leaf({2, 4, 3, 4}), leaf({2, 2, 5, 4}), leaf({2, 2, 5, 3})}},
+  };
+  for (const Check& c : checks) {
+    const tg::GradcheckResult r = tg::gradcheck(c.fn, c.in);
+    EXPECT_TRUE(r.ok) << c.name << ": " << r.report;
+  }
+}
+
+}  // namespace
