@@ -1,10 +1,13 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/factory.h"
 #include "graph/node.h"
+#include "ops/cuda/optim.h"
 #include "ops/kernels/optim.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -19,7 +22,101 @@ Tensor grad_as(const Tensor& p) {
   Tensor g = p.grad();
   return g.dtype() == p.dtype() ? g : g.to(p.dtype());
 }
+
+// Updates of parameters on a GPU, gathered into launch tables (one per dtype) and launched each
+// time a table fills and at the end (ops/cuda/optim.h): SGD or Adam, its scalars set by the caller
+// in `proto`. Every parameter must be on one device, the skip flag (if any) on it too.
+class GpuUpdates {
+ public:
+  GpuUpdates(const char* op, const cuda_ops::OptimArgs& proto, const NonFiniteFlag* skip)
+      : op_(op), proto_(proto), skip_(skip) {}
+  ~GpuUpdates() = default;
+  void add(const std::string& name, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, double step_size,
+           double inv_sqrt_bc2, bool first) {
+    if (!device_.is_cuda()) {
+      device_ = p.device();
+      if (skip_ != nullptr) {
+        TG_CHECK(skip_->device() == device_, op_, "the skip flag is on {}, parameter '{}' on {} (expected one device)",
+                 skip_->device(), name, device_);
+      }
+    }
+    TG_CHECK(p.device() == device_, op_, "parameter '{}' is on {}, others on {} (one optimizer updates one device's "
+             "parameters)", name, p.device(), device_);
+    detail::check_same_device(op_, p, "parameter", g, "gradient");
+    Pending& t = p.dtype() == kFloat64 ? f64_ : f32_;
+    const int i = t.table.count++;
+    t.table.p[i] = detail::gpu_ptr(p);
+    t.table.g[i] = detail::gpu_ptr(g);
+    t.table.m[i] = m.defined() ? detail::gpu_ptr(m) : nullptr;
+    t.table.v[i] = v.defined() ? detail::gpu_ptr(v) : nullptr;
+    t.table.n[i] = p.numel();
+    t.table.step_size[i] = step_size;
+    t.table.inv_sqrt_bc2[i] = inv_sqrt_bc2;
+    t.table.first[i] = first;
+    t.grads.push_back(g);
+    if (t.table.count == cuda_ops::kMaxTensors) launch(t, p.dtype());
+  }
+  void finish() {
+    launch(f32_, kFloat32);
+    launch(f64_, kFloat64);
+  }
+
+ private:
+  struct Pending {
+    cuda_ops::OptimTable table;
+    std::vector<Tensor> grads;  // converted gradients, alive until their launch is queued
+  };
+  void launch(Pending& t, DType dtype) {
+    if (t.table.count == 0) return;
+    cuda_ops::OptimArgs a = proto_;
+    a.device = device_.index;
+    a.op = op_;
+    a.type = detail::gpu_scalar(dtype);
+    a.skip_flag = skip_ != nullptr ? static_cast<const int64_t*>(detail::gpu_ptr(skip_->state())) : nullptr;
+    a.table = t.table;
+    cuda_ops::optimizer_step(a);
+    t.table.count = 0;
+    t.grads.clear();
+  }
+  const char* op_;
+  cuda_ops::OptimArgs proto_;
+  const NonFiniteFlag* skip_;
+  Device device_ = kCPU;
+  Pending f32_, f64_;
+};
 }  // namespace
+
+// ---- NonFiniteFlag ----
+
+NonFiniteFlag::NonFiniteFlag(Device device) : state_(zeros({2}, kInt64, device)) {}
+
+void NonFiniteFlag::check(const Tensor& t, int64_t step) {
+  detail::check_float(t, "NonFiniteFlag::check");
+  detail::check_same_device("NonFiniteFlag::check", state_, "flag", t, "tensor");
+  if (t.is_cuda()) {
+    dispatch_float(t.dtype(), "NonFiniteFlag::check", [](auto) {});
+    cuda_ops::check_finite(t.device().index, "NonFiniteFlag::check", detail::gpu_scalar(t.dtype()), detail::gpu_ptr(t),
+                           t.numel(), static_cast<int64_t*>(detail::gpu_ptr(state_)), step);
+    return;
+  }
+  int64_t* f = state_.data<int64_t>();
+  if (f[0] != 0) return;
+  for (double v : t.to_vector<double>()) {
+    if (!std::isfinite(v)) {
+      f[0] = 1;
+      f[1] = step;
+      return;
+    }
+  }
+}
+
+bool NonFiniteFlag::raised() const { return state_.to_vector<int64_t>()[0] != 0; }
+int64_t NonFiniteFlag::first_step() const { return state_.to_vector<int64_t>()[1]; }
+void NonFiniteFlag::reset() { fill_(state_, 0.0); }
+
+bool Optimizer::skip_on_cpu() const {
+  return skip_flag_ != nullptr && !skip_flag_->device().is_cuda() && skip_flag_->raised();
+}
 
 Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)), lr_(lr) {
   TG_CHECK(lr >= 0, "Optimizer", "learning rate must be >= 0, got {}", lr);
@@ -112,7 +209,10 @@ void Optimizer::load_state(const StateDict& sd) {
     param_steps_[i] = sd.contains(name + ".step") ? count_of(sd, name + ".step", "Optimizer::load_state") : 0;
     for (size_t s = 0; s < slots.size(); ++s) {
       std::string key = name + "." + slots[s];
-      if (sd.contains(key)) buffer(i, static_cast<int>(s)) = sd.at(key).to(params_[i].second.dtype()).detach().clone();
+      if (sd.contains(key)) {
+        const Tensor& p = params_[i].second;
+        buffer(i, static_cast<int>(s)) = sd.at(key).to(p.dtype()).detach().to(p.device()).clone();
+      }
     }
   }
 }
@@ -127,7 +227,16 @@ SGD::SGD(NamedTensors params, const SGDOptions& o) : Optimizer(std::move(params)
 }
 
 void SGD::step() {
+  if (skip_on_cpu()) return;
   ++steps_;
+  cuda_ops::OptimArgs proto;
+  proto.adam = false;
+  proto.lr = lr_;
+  proto.wd = opts.weight_decay;
+  proto.mu = opts.momentum;
+  proto.dampening = opts.dampening;
+  proto.nesterov = opts.nesterov;
+  GpuUpdates gpu("SGD", proto, skip_flag_);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
@@ -137,8 +246,12 @@ void SGD::step() {
     const bool has_momentum = opts.momentum != 0;
     bool first = false;
     if (has_momentum && !buffer(i, 0).defined()) {
-      buffer(i, 0) = zeros(p.shape(), p.dtype());
+      buffer(i, 0) = zeros(p.shape(), p.dtype(), p.device());
       first = true;
+    }
+    if (p.is_cuda()) {
+      gpu.add(params_[i].first, p, grad_as(p), has_momentum ? buffer(i, 0) : Tensor(), Tensor(), 0, 0, first);
+      continue;
     }
     dispatch_float(p.dtype(), "SGD", [&](auto tag) {
       using T = decltype(tag);
@@ -148,6 +261,7 @@ void SGD::step() {
     });
     refresh_autocast_packs(p);  // while p is in cache
   }
+  gpu.finish();
 }
 
 // ---- Adam, AdamW ----
@@ -164,23 +278,36 @@ Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
 AdamW::AdamW(NamedTensors params, const AdamOptions& o) : Adam(std::move(params), o, true) {}
 
 void Adam::step() {
+  if (skip_on_cpu()) return;
   ++steps_;
   const double wd_l2 = decoupled_ ? 0.0 : opts.weight_decay;
   const double decay = decoupled_ ? 1 - lr_ * opts.weight_decay : 1.0;
+  cuda_ops::OptimArgs proto;
+  proto.adam = true;
+  proto.b1 = opts.beta1;
+  proto.b2 = opts.beta2;
+  proto.eps = opts.eps;
+  proto.wd_l2 = wd_l2;
+  proto.decay = decay;
+  GpuUpdates gpu(decoupled_ ? "AdamW" : "Adam", proto, skip_flag_);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
     if (!g.defined()) continue;
     p.impl().storage->bump_version();  // autocast's packed copy of this weight is stale
     if (!buffer(i, 0).defined()) {
-      buffer(i, 0) = zeros(p.shape(), p.dtype());
-      buffer(i, 1) = zeros(p.shape(), p.dtype());
+      buffer(i, 0) = zeros(p.shape(), p.dtype(), p.device());
+      buffer(i, 1) = zeros(p.shape(), p.dtype(), p.device());
     }
     // Bias correction counts this parameter's own updates (as PyTorch's per-parameter step): a
     // parameter that joins late (unfrozen, or first reached by the graph) starts at step 1.
     const double t = static_cast<double>(++param_steps_[i]);
     const double bc1 = 1 - std::pow(opts.beta1, t), bc2 = 1 - std::pow(opts.beta2, t);
     const double step_size = lr_ / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
+    if (p.is_cuda()) {
+      gpu.add(params_[i].first, p, grad_as(p), buffer(i, 0), buffer(i, 1), step_size, inv_sqrt_bc2, false);
+      continue;
+    }
     dispatch_float(p.dtype(), type_name().c_str(), [&](auto tag) {
       using T = decltype(tag);
       k::adam_update<T>(p.data<T>(), grad_as(p).template data<T>(), buffer(i, 0).template data<T>(),
@@ -189,11 +316,86 @@ void Adam::step() {
     });
     refresh_autocast_packs(p);  // while p is in cache
   }
+  gpu.finish();
 }
 
 // ---- Clipping ----
 
+namespace {
+// The gradients' device: every gradient on one (refused otherwise, naming both); the CPU when none.
+Device grads_device(const std::vector<Tensor>& params, const char* op) {
+  Device d = kCPU;
+  bool seen = false;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!seen) {
+      d = g.device();
+      seen = true;
+    }
+    TG_CHECK(g.device() == d, op, "gradients on {} and {} (expected all on one device)", d, g.device());
+  }
+  return d;
+}
+}  // namespace
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFiniteFlag* flag, int64_t step) {
+  const char* op = "clip_grad_norm_";
+  TG_CHECK(max_norm >= 0, op, "max_norm must be >= 0 (0: no clipping), got {}", max_norm);
+  const Device device = grads_device(params, op);
+  if (flag != nullptr) {
+    TG_CHECK(flag->device() == device, op, "the flag is on {}, the gradients on {}", flag->device(), device);
+  }
+  if (!device.is_cuda()) {
+    const double total = grad_norm(params);
+    Tensor norm = full({}, total, kFloat64);
+    if (flag != nullptr) flag->check(norm, step);
+    if (max_norm > 0 && max_norm / (total + 1e-6) < 1) scale_grads(params, max_norm / (total + 1e-6));
+    return norm;
+  }
+  std::vector<cuda_ops::OptimTable> tables(1);
+  std::vector<Tensor> grads;
+  DType dtype = kFloat32;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (grads.empty()) dtype = g.dtype();
+    TG_CHECK(g.dtype() == dtype, op, "gradients of dtypes {} and {} on {} (expected one float dtype)", dtype, g.dtype(),
+             device);
+    if (tables.back().count == cuda_ops::kMaxTensors) tables.emplace_back();
+    cuda_ops::OptimTable& t = tables.back();
+    t.g[t.count] = detail::gpu_ptr(g);
+    t.n[t.count] = g.numel();
+    ++t.count;
+    grads.push_back(g);
+  }
+  dispatch_float(dtype, op, [](auto) {});
+  int64_t blocks = 0;
+  for (const cuda_ops::OptimTable& t : tables) blocks += cuda_ops::blocks_for_norm(t);
+  Tensor partial = Tensor::empty({std::max<int64_t>(blocks, 1)}, kFloat64, device);
+  Tensor norm = Tensor::empty({}, kFloat64, device), coef = Tensor::empty({}, kFloat64, device);
+  cuda_ops::GradNormArgs a;
+  a.device = device.index;
+  a.op = op;
+  a.type = detail::gpu_scalar(dtype);
+  a.tables = tables.data();
+  a.table_count = static_cast<int>(tables.size());
+  a.partial = static_cast<double*>(detail::gpu_ptr(partial));
+  a.norm = static_cast<double*>(detail::gpu_ptr(norm));
+  a.max_norm = max_norm;
+  a.coef = static_cast<double*>(detail::gpu_ptr(coef));
+  a.flag = flag != nullptr ? static_cast<int64_t*>(detail::gpu_ptr(flag->state())) : nullptr;
+  a.step = step;
+  cuda_ops::grad_norm(a);
+  if (max_norm > 0) {
+    for (const cuda_ops::OptimTable& t : tables)
+      cuda_ops::scale_grads(device.index, op, a.type, t, static_cast<const double*>(detail::gpu_ptr(coef)));
+  }
+  return norm;
+}
+
 double grad_norm(const std::vector<Tensor>& params) {
+  if (grads_device(params, "grad_norm").is_cuda()) return clip_grad_norm_(params, 0).item();
   double total = 0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
@@ -217,6 +419,7 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   TG_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got {}", max_norm);
+  if (grads_device(params, "clip_grad_norm").is_cuda()) return clip_grad_norm_(params, max_norm).item();
   const double total = grad_norm(params);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1) scale_grads(params, coef);

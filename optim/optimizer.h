@@ -8,6 +8,8 @@
 //   tg::clip_grad_norm(model.parameters(), 1.0);
 //   opt.step();
 //   opt.zero_grad();
+//
+// Parameters on a GPU are updated there, as many as fit in one launch (ops/cuda/optim.h) at a time.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +17,25 @@
 #include "../io/state_dict.h"
 
 namespace tg {
+
+// A divergence flag for training without a host read per step (what a GPU needs to stay busy):
+// check() raises it, on the flag's device and without waiting for it, when a value is NaN or
+// infinite, remembering the step; an optimizer given the flag (Optimizer::set_skip_flag) skips
+// every update once it is raised, so the parameters stay those from before the bad step.
+// raised() and first_step() read it (on a GPU they wait for the device: call them at log steps).
+class NonFiniteFlag {
+ public:
+  explicit NonFiniteFlag(Device device = kCPU);
+  void check(const Tensor& t, int64_t step);  // t: float32 or float64, on the flag's device
+  bool raised() const;
+  int64_t first_step() const;  // the step that raised it; 0 while not raised
+  void reset();
+  Device device() const { return state_.device(); }
+  const Tensor& state() const { return state_; }  // int64 [2]: raised, first step
+
+ private:
+  Tensor state_;
+};
 
 class Optimizer {
  public:
@@ -26,6 +47,9 @@ class Optimizer {
   void set_lr(double lr) { lr_ = lr; }
   int64_t steps() const { return steps_; }
   const NamedTensors& params() const { return params_; }
+  // Skip every update while this flag is raised (nullptr: never skip). The flag must outlive the
+  // optimizer's use of it and sit on the parameters' device.
+  void set_skip_flag(const NonFiniteFlag* flag) { skip_flag_ = flag; }
 
   // The optimizer's state as named tensors ("step", "<param>.exp_avg", ...), for checkpoints; the
   // hyper-parameters are the constructor's. load_state checks names and shapes.
@@ -44,6 +68,8 @@ class Optimizer {
   std::vector<int64_t> param_steps_;          // updates each parameter received (Adam's bias correction)
   double lr_;
   int64_t steps_ = 0;
+  const NonFiniteFlag* skip_flag_ = nullptr;
+  bool skip_on_cpu() const;  // a CPU flag that is raised (a GPU flag is read by the update kernel)
 };
 
 struct SGDOptions {
@@ -95,7 +121,13 @@ class AdamW : public Adam {
 
 // Scales every gradient by max_norm / (total_norm + 1e-6) when the global L2 norm over all of
 // them exceeds max_norm (torch.nn.utils.clip_grad_norm_). Returns the norm before clipping.
+// Gradients on a GPU: the norm is read back (a wait for the device); see clip_grad_norm_.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// The same without reading the norm back: returns it as a 0-d float64 tensor on the gradients'
+// device (all on one), computed and applied there (max_norm 0: the norm alone, no clipping). With
+// a flag, a non-finite norm raises it for `step`. On a GPU: no host read, a few launches.
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFiniteFlag* flag = nullptr,
+                       int64_t step = 0);
 // The global L2 norm of the gradients (parameters without one are skipped), and g *= factor on each.
 double grad_norm(const std::vector<Tensor>& params);
 void scale_grads(const std::vector<Tensor>& params, double factor);

@@ -135,6 +135,38 @@ TEST(Optim, ClipGradNorm) {
   EXPECT_TRUE(throws_with([&] { tg::clip_grad_norm({a}, 0); }, {"max_norm must be > 0"}));
 }
 
+// clip_grad_norm_ returns the norm as a tensor (no host read on a GPU) and clips as clip_grad_norm;
+// a non-finite norm raises the flag for its step, and an optimizer holding the flag then skips.
+TEST(Optim, ClipGradNormTensorAndTheNonFiniteFlag) {
+  Tensor a = tg::zeros({2}).requires_grad_(), b = tg::zeros({1}).requires_grad_();
+  a.set_grad(tg::tensor({3, 0}));
+  b.set_grad(tg::tensor({4}));
+  tg::NonFiniteFlag flag;
+  Tensor norm = tg::clip_grad_norm_({a, b}, 1.0, &flag, 7);
+  EXPECT_EQ(norm.dim(), 0);
+  EXPECT_NEAR(norm.item(), 5.0, 1e-9);
+  EXPECT_TRUE(close(a.grad(), std::vector<double>{0.6, 0}, 1e-5));
+  EXPECT_NEAR(tg::clip_grad_norm_({a, b}, 0).item(), 1.0, 1e-5);  // 0: the norm alone
+  EXPECT_FALSE(flag.raised());
+  EXPECT_EQ(flag.first_step(), 0);
+
+  tg::SGD opt({{"a", a}, {"b", b}}, {.lr = 1.0});
+  opt.set_skip_flag(&flag);
+  opt.step();  // not raised: a moves
+  EXPECT_TRUE(close(a, std::vector<double>{-0.6, 0}, 1e-5));
+  b.set_grad(tg::tensor({std::nan("")}));
+  tg::clip_grad_norm_({a, b}, 1.0, &flag, 8);
+  flag.check(tg::tensor({1.0, INFINITY}), 9);  // a later raise keeps the first step
+  EXPECT_TRUE(flag.raised());
+  EXPECT_EQ(flag.first_step(), 8);
+  opt.step();  // raised: nothing moves
+  EXPECT_TRUE(close(a, std::vector<double>{-0.6, 0}, 1e-5));
+  EXPECT_EQ(opt.steps(), 1);
+  flag.reset();
+  EXPECT_FALSE(flag.raised());
+  EXPECT_TRUE(throws_with([&] { tg::clip_grad_norm_({a}, -1); }, {"clip_grad_norm_", "max_norm must be >= 0"}));
+}
+
 // The norm of a large gradient (partial sums taken in parallel) is the same number on any thread
 // count, and the sum of squares it stands for.
 TEST(Optim, GradNormDoesNotDependOnTheThreadCount) {
