@@ -111,6 +111,9 @@ void set_memory_limit(size_t bytes, int device) { allocator(device, "set_memory_
 void set_sync_debug(bool on) { cuda_rt::set_sync_debug(on); }
 bool sync_debug() { return cuda_rt::sync_debug(); }
 uint64_t kernel_launches() { return cuda_rt::launches(); }
+uint64_t host_waits() { return cuda_rt::host_waits(); }
+ForbidHostWaits::ForbidHostWaits() : outer_(cuda_rt::forbid_host_waits(true)) {}
+ForbidHostWaits::~ForbidHostWaits() { cuda_rt::forbid_host_waits(outer_); }
 namespace {
 std::atomic<bool> g_tf32{[] {
   const char* e = std::getenv("TG_CUDA_TF32");

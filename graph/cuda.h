@@ -62,6 +62,22 @@ bool poison_allocations();
 // Kernels launched so far by tapegrad, all devices (tests check an op really ran on the GPU).
 uint64_t kernel_launches();
 
+// Times the host has waited for a GPU so far (synchronize, item, to_vector, copies to the CPU),
+// all devices. A training step that keeps the GPU busy makes none between its log steps.
+uint64_t host_waits();
+// While one is alive on this thread, a host wait for a GPU throws one line naming the op that
+// asked for it instead of waiting (what a step that must not sync can be checked with).
+class ForbidHostWaits {
+ public:
+  ForbidHostWaits();
+  ~ForbidHostWaits();
+  ForbidHostWaits(const ForbidHostWaits&) = delete;
+  ForbidHostWaits& operator=(const ForbidHostWaits&) = delete;
+
+ private:
+  bool outer_;
+};
+
 // For your own CUDA kernels: the stream tapegrad queues work on for `device`, as an opaque handle
 // (a cudaStream_t: `static_cast<cudaStream_t>(tg::cuda::stream(0))`). Launch on it and tapegrad's
 // ops before and after yours run in order. Tensor::cuda_data<T>() gives a GPU tensor's pointer.

@@ -99,7 +99,14 @@ Status bad(const std::string& source, std::string_view what) {
 
 }  // namespace
 
-std::string serialize_safetensors(const StateDict& tensors, const Metadata& metadata) {
+std::string serialize_safetensors(const StateDict& tensors_in, const Metadata& metadata) {
+  // Tensors on a GPU are written from a host copy (a documented copy: saving reads them back).
+  bool any_gpu = false;
+  for (const auto& [name, t] : tensors_in) any_gpu = any_gpu || t.is_cuda();
+  StateDict on_host;
+  if (any_gpu)
+    for (const auto& [name, t] : tensors_in) on_host.insert(name, t.is_cuda() ? t.to(kCPU) : t);
+  const StateDict& tensors = any_gpu ? on_host : tensors_in;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {

@@ -339,18 +339,21 @@ Device grads_device(const std::vector<Tensor>& params, const char* op) {
 }
 }  // namespace
 
-Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFiniteFlag* flag, int64_t step) {
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFiniteFlag* flag, int64_t step,
+                       double scale) {
   const char* op = "clip_grad_norm_";
   TG_CHECK(max_norm >= 0, op, "max_norm must be >= 0 (0: no clipping), got {}", max_norm);
+  TG_CHECK(scale > 0 && std::isfinite(scale), op, "scale must be positive and finite, got {}", scale);
   const Device device = grads_device(params, op);
   if (flag != nullptr) {
     TG_CHECK(flag->device() == device, op, "the flag is on {}, the gradients on {}", flag->device(), device);
   }
   if (!device.is_cuda()) {
-    const double total = grad_norm(params);
+    const double total = grad_norm(params) * scale;
     Tensor norm = full({}, total, kFloat64);
     if (flag != nullptr) flag->check(norm, step);
-    if (max_norm > 0 && max_norm / (total + 1e-6) < 1) scale_grads(params, max_norm / (total + 1e-6));
+    const double clip = max_norm > 0 && max_norm / (total + 1e-6) < 1 ? max_norm / (total + 1e-6) : 1.0;
+    scale_grads(params, scale * clip);
     return norm;
   }
   std::vector<cuda_ops::OptimTable> tables(1);
@@ -383,11 +386,12 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFi
   a.partial = static_cast<double*>(detail::gpu_ptr(partial));
   a.norm = static_cast<double*>(detail::gpu_ptr(norm));
   a.max_norm = max_norm;
+  a.scale = scale;
   a.coef = static_cast<double*>(detail::gpu_ptr(coef));
   a.flag = flag != nullptr ? static_cast<int64_t*>(detail::gpu_ptr(flag->state())) : nullptr;
   a.step = step;
   cuda_ops::grad_norm(a);
-  if (max_norm > 0) {
+  if (max_norm > 0 || scale != 1.0) {
     for (const cuda_ops::OptimTable& t : tables)
       cuda_ops::scale_grads(device.index, op, a.type, t, static_cast<const double*>(detail::gpu_ptr(coef)));
   }

@@ -125,9 +125,11 @@ class AdamW : public Adam {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // The same without reading the norm back: returns it as a 0-d float64 tensor on the gradients'
 // device (all on one), computed and applied there (max_norm 0: the norm alone, no clipping). With
-// a flag, a non-finite norm raises it for `step`. On a GPU: no host read, a few launches.
+// a flag, a non-finite norm raises it for `step`. `scale` multiplies the gradients first, in the
+// same pass (a training loop's 1 / count: the norm is then the mean gradient's). On a GPU: no host
+// read, a few launches.
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFiniteFlag* flag = nullptr,
-                       int64_t step = 0);
+                       int64_t step = 0, double scale = 1.0);
 // The global L2 norm of the gradients (parameters without one are skipped), and g *= factor on each.
 double grad_norm(const std::vector<Tensor>& params);
 void scale_grads(const std::vector<Tensor>& params, double factor);

@@ -13,12 +13,14 @@
 
 #include <fmt/format.h>
 
+#include "graph/cuda.h"
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "graph/random.h"
 #include "models/module_io.h"
 #include "ops/autocast.h"
 #include "ops/cpu_capability.h"
+#include "ops/elementwise.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
 #include "ops/threads.h"
@@ -35,11 +37,17 @@ namespace fs = std::filesystem;
 
 StepOutput CrossEntropyStep::operator()(const std::vector<int64_t>& samples) const {
   Tensor y = targets(samples);
-  Tensor loss = cross_entropy(logits(samples), y,
-                              {.ignore_index = ignore_index, .label_smoothing = label_smoothing, .reduction = Reduction::kSum});
-  const int64_t* t = y.data<int64_t>();
+  const Tensor x = logits(samples);
   double count = 0;
-  for (int64_t i = 0, n = y.numel(); i < n; ++i) count += t[i] != ignore_index;
+  if (y.is_cuda()) {
+    count = sum(to(ne(y, static_cast<double>(ignore_index)), kFloat64)).item();  // a wait for the GPU
+  } else {
+    const int64_t* t = y.data<int64_t>();
+    for (int64_t i = 0, n = y.numel(); i < n; ++i) count += t[i] != ignore_index;
+    if (x.is_cuda()) y = y.to(x.device());  // counted on the host, then to the logits' device (documented)
+  }
+  Tensor loss = cross_entropy(x, y, {.ignore_index = ignore_index, .label_smoothing = label_smoothing,
+                                     .reduction = Reduction::kSum});
   return {loss, count};
 }
 
@@ -592,6 +600,40 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
   }
   model_.train();
   opt_.zero_grad();
+  // On a GPU (the model's parameters there): no host read between reports. The divergence flag
+  // lives on the device; the optimizer skips its updates once it is raised (reset on return).
+  const Device device = params.front().device();
+  const bool on_gpu = device.is_cuda();
+  TG_CHECK(!on_gpu || !distributed(), "Trainer::fit", "data-parallel training ({} processes) runs on the CPU; the model is "
+           "on {}", comm_->size(), device);
+  std::unique_ptr<NonFiniteFlag> flag;
+  struct SkipReset {
+    Optimizer& opt;
+    ~SkipReset() { opt.set_skip_flag(nullptr); }
+  } skip_reset{opt_};
+  if (on_gpu) {
+    flag = std::make_unique<NonFiniteFlag>(device);
+    opt_.set_skip_flag(flag.get());
+  }
+  double gpu_loss = NAN, gpu_norm = NAN;
+  bool gpu_fresh = false;
+  std::function<void(const char*)> finish_bar;
+  // Reads the device flag: when raised, fills `result` with the first bad step (the parameters are
+  // those from before it: every later update skipped itself) and returns true.
+  auto gpu_diverged = [&]() {
+    if (!flag || !flag->raised()) return false;
+    const int64_t bad = flag->first_step();
+    opt_.zero_grad();
+    result.reason = StopReason::kDiverged;
+    result.message = fmt::format(
+        "training diverged at step {}: its loss or gradient norm was not finite (found on {} at step {}); the optimizer "
+        "skipped every update from it on, so the parameters are those of step {}; last good checkpoint: {}",
+        bad, device, state_.step, bad - 1, last_checkpoint().empty() ? "none" : last_checkpoint());
+    result.step = bad - 1;
+    result.last_checkpoint = last_checkpoint();
+    if (finish_bar) finish_bar("diverged");
+    return true;
+  };
 
   // The epoch's batches, skipping what a resumed run already consumed.
   std::vector<std::vector<int64_t>> batches;
@@ -672,6 +714,9 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     return result;
   }
   new_bar();
+  finish_bar = [&](const char* what) {
+    if (progress) progress->finish(what);
+  };
 
   for (;;) {
     if (limit_reached()) break;
@@ -683,6 +728,7 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     // One optimizer step: forward and backward of each micro-batch (summed losses), under autocast
     // in bfloat16 (the all-reduce, clipping and the optimizer step run after it, in float32).
     double loss_sum = 0, count = 0;
+    Tensor loss_on_device;  // on a GPU: the step's summed loss, read back only when reported
     std::optional<AutocastGuard> autocast;
     if (opts_.precision == kBFloat16) autocast.emplace(kBFloat16);
     for (int64_t m = 0; m < opts_.accumulate && next < batches.size(); ++m) {
@@ -700,7 +746,14 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
         TG_CHECK(out.count >= 0 && std::isfinite(out.count) && (out.count > 0 || distributed()), "Trainer::fit",
                  "the step function returned count {} (expected > 0)", out.count);
         out.loss_sum.backward();
-        loss_sum += out.loss_sum.item();
+        if (on_gpu) {
+          TG_CHECK(out.loss_sum.device() == device, "Trainer::fit", "the step function's loss is on {}, the model on {}",
+                   out.loss_sum.device(), device);
+          const Tensor l = to(out.loss_sum.detach().reshape({}), kFloat64);
+          loss_on_device = loss_on_device.defined() ? add(loss_on_device, l) : l;
+        } else {
+          loss_sum += out.loss_sum.item();
+        }
         count += out.count;
       }
       impl_->grads_final = false;
@@ -716,9 +769,30 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       count = sums[1];
       TG_CHECK(count > 0, "Trainer::fit", "the step functions of all processes returned count 0 at step {}", state_.step + 1);
     }
-    const double loss = loss_sum / count;
-    const double norm = grad_norm(params) / count;
-    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+    if (on_gpu) {
+      // No host read: the loss and the norm raise the device flag, the optimizer's launch skips
+      // itself once it is raised, and the values are read when something reports them.
+      flag->check(loss_on_device, state_.step + 1);
+      const Tensor norm_t = clip_grad_norm_(params, opts_.clip_grad_norm, flag.get(), state_.step + 1, 1.0 / count);
+      if (schedule_) opt_.set_lr(schedule_(state_.step + 1));
+      opt_.step();
+      opt_.zero_grad();
+      ++state_.step;
+      const bool epoch_end = next >= batches.size();
+      const bool report = state_.step % opts_.log_every == 0 || callbacks.on_step || callbacks.should_stop ||
+                          (opts_.eval_every > 0 && state_.step % opts_.eval_every == 0) || (epoch_end && opts_.eval_each_epoch) ||
+                          (opts_.checkpoint_every > 0 && state_.step % opts_.checkpoint_every == 0) ||
+                          interrupt_signal() != 0 || (opts_.max_steps > 0 && state_.step >= opts_.max_steps);
+      if (report) {
+        if (gpu_diverged()) return result;
+        gpu_loss = loss_on_device.item() / count;
+        gpu_norm = norm_t.item();
+      }
+      gpu_fresh = report;
+    }
+    const double loss = on_gpu ? gpu_loss : loss_sum / count;
+    const double norm = on_gpu ? gpu_norm : grad_norm(params) / count;
+    if (!on_gpu && (!std::isfinite(loss) || !std::isfinite(norm))) {
       opt_.zero_grad();
       result.reason = StopReason::kDiverged;
       result.message = fmt::format(
@@ -730,13 +804,15 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       if (progress) progress->finish("diverged");
       return result;  // nothing is saved: the state in memory is past the last good step
     }
-    double scale = 1.0 / count;
-    if (opts_.clip_grad_norm > 0 && norm > opts_.clip_grad_norm) scale *= opts_.clip_grad_norm / (norm + 1e-6);
-    scale_grads(params, scale);
-    if (schedule_) opt_.set_lr(schedule_(state_.step + 1));
-    opt_.step();
-    opt_.zero_grad();
-    ++state_.step;
+    if (!on_gpu) {
+      double scale = 1.0 / count;
+      if (opts_.clip_grad_norm > 0 && norm > opts_.clip_grad_norm) scale *= opts_.clip_grad_norm / (norm + 1e-6);
+      scale_grads(params, scale);
+      if (schedule_) opt_.set_lr(schedule_(state_.step + 1));
+      opt_.step();
+      opt_.zero_grad();
+      ++state_.step;
+    }
     if (distributed() && opts_.check_replicas_every > 0 && state_.step % opts_.check_replicas_every == 0) check_replicas();
 
     const bool epoch_done = next >= batches.size();
@@ -745,13 +821,18 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       state_.epoch_samples = 0;
     }
     StepInfo info{state_.step, state_.epoch, loss, norm, opt_.lr(), count, elapsed()};
-    if (state_.step % opts_.log_every == 0)
-      log("train", {{"loss", loss}, {"lr", opt_.lr()}, {"grad_norm", norm}, {opts_.unit, count}});
+    if (state_.step % opts_.log_every == 0) {
+      std::vector<std::pair<std::string, double>> values{{"loss", loss}, {"lr", opt_.lr()}, {"grad_norm", norm}, {opts_.unit, count}};
+      if (on_gpu) values.emplace_back("gpu_peak_mib", static_cast<double>(cuda::memory_stats(device.index).peak_allocated) / (1 << 20));
+      log("train", values);
+    }
     if (callbacks.on_step) callbacks.on_step(info);
     units += count;
-    ema = 0.9 * ema + 0.1 * loss;
-    ema_weight = 0.9 * ema_weight + 0.1;
-    const double smooth = ema / ema_weight;
+    if (!on_gpu || gpu_fresh) {  // on a GPU the bar's loss moves at the steps whose loss was read
+      ema = 0.9 * ema + 0.1 * loss;
+      ema_weight = 0.9 * ema_weight + 0.1;
+    }
+    const double smooth = ema_weight > 0 ? ema / ema_weight : NAN;
     if (progress) {
       progress->update(state_.step - bar_start,
                        fmt::format("epoch {}  loss {:.4f}  lr {:.2e}", state_.epoch + (epoch_done ? 0 : 1), smooth, opt_.lr()),
@@ -779,6 +860,7 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     if (stop) break;
     fault_point("Trainer::fit: between steps");
   }
+  if (on_gpu && gpu_diverged()) return result;  // never evaluate or save a diverged state
   if (opts_.eval_at_end && !result.interrupted() && impl_->last_eval_step != state_.step && state_.step > 0) {
     FitResult ignored;  // training has stopped already: this evaluation only reports
     evaluate(eval, ignored);

@@ -213,7 +213,9 @@ class Trainer {
 };
 
 // The common step for classifiers and language models: logits from the user's forward, targets,
-// and summed cross-entropy; count = targets other than ignore_index.
+// and summed cross-entropy; count = targets other than ignore_index. With the logits on a GPU,
+// targets made on the CPU are counted there and moved to the GPU (no wait); targets already on
+// the GPU are counted there (a wait for the device each step).
 struct CrossEntropyStep {
   std::function<Tensor(const std::vector<int64_t>&)> logits{};   // [.., C]
   std::function<Tensor(const std::vector<int64_t>&)> targets{};  // int64 [..]

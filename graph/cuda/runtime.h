@@ -39,6 +39,8 @@ void* stream(int device);
 // kernel. Throws one line naming op on failure.
 void after_launch(int device, const char* op);
 uint64_t launches();
+uint64_t host_waits();
+bool forbid_host_waits(bool on);  // this thread's switch; returns the previous value
 bool sync_debug();
 void set_sync_debug(bool on);
 

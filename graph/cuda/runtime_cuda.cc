@@ -35,6 +35,8 @@ std::array<DeviceState, kMaxDevices>& devices() {
 }
 
 std::atomic<uint64_t> g_launches{0};
+std::atomic<uint64_t> g_host_waits{0};
+thread_local bool t_forbid_waits = false;
 std::atomic<bool> g_sync_debug{[] {
   const char* e = std::getenv("TG_CUDA_SYNC");
   return e != nullptr && e[0] == '1';
@@ -198,6 +200,11 @@ void copy_to_device(int device, void* dst, const void* src, size_t bytes, const 
 namespace {
 // Waits for the device's stream, with the index flag's copy queued last; throws if it was raised.
 void wait_and_check_indices(int device, const char* op, const char* what) {
+  if (t_forbid_waits) {
+    fail(op, "would wait for cuda:{} ({}) where host waits are forbidden (tg::cuda::ForbidHostWaits): keep the value on "
+         "the GPU, or read it outside that section", device, what);
+  }
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
   DeviceState& d = devices()[device];
   if (d.flag_device != nullptr) {
     check(cudaMemcpyAsync(d.flag_host, d.flag_device, sizeof(IndexError), cudaMemcpyDeviceToHost, d.stream), device, op,
@@ -277,6 +284,12 @@ void after_launch(int device, const char* op) {
 }
 
 uint64_t launches() { return g_launches.load(std::memory_order_relaxed); }
+uint64_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
+bool forbid_host_waits(bool on) {
+  const bool was = t_forbid_waits;
+  t_forbid_waits = on;
+  return was;
+}
 bool sync_debug() { return g_sync_debug.load(std::memory_order_relaxed); }
 void set_sync_debug(bool on) { g_sync_debug.store(on, std::memory_order_relaxed); }
 

@@ -31,6 +31,8 @@ void synchronize(int, const char* op) { refuse(op); }
 void* stream(int) { refuse("stream"); }
 void after_launch(int, const char* op) { refuse(op); }
 uint64_t launches() { return 0; }
+uint64_t host_waits() { return 0; }
+bool forbid_host_waits(bool) { return false; }
 bool sync_debug() { return false; }
 void set_sync_debug(bool) {}
 

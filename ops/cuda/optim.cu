@@ -92,20 +92,18 @@ __global__ void sum_squares_kernel(__grid_constant__ const OptimTable t, __grid_
   if (threadIdx.x == 0) partial[b] = s;
 }
 
-__global__ void finish_norm_kernel(const double* partial, int64_t blocks, double* norm, double max_norm, double* coef,
-                                   int64_t* flag, int64_t step) {
+__global__ void finish_norm_kernel(const double* partial, int64_t blocks, double* norm, double max_norm, double scale,
+                                   double* coef, int64_t* flag, int64_t step) {
   __shared__ double part[kThreads];
   double s = 0;
   for (int64_t j = threadIdx.x; j < blocks; j += blockDim.x) s += partial[j];
   s = block_fold<double, false>(s, part);
   if (threadIdx.x == 0) {
-    const double n = sqrt(s);
+    const double n = sqrt(s) * scale;
     norm[0] = n;
     if (flag != nullptr && !isfinite(n)) raise_flag(flag, step);
-    if (coef != nullptr) {
-      const double c = max_norm / (n + 1e-6);
-      coef[0] = c < 1 ? c : 1;
-    }
+    const double c = max_norm > 0 ? max_norm / (n + 1e-6) : 1;
+    coef[0] = scale * (c < 1 ? c : 1);
   }
 }
 
@@ -174,8 +172,7 @@ void grad_norm(const GradNormArgs& a) {
       offset += grid_of(map);
     }
   });
-  finish_norm_kernel<<<1, kThreads, 0, s>>>(a.partial, offset, a.norm, a.max_norm, a.max_norm > 0 ? a.coef : nullptr,
-                                            a.flag, a.step);
+  finish_norm_kernel<<<1, kThreads, 0, s>>>(a.partial, offset, a.norm, a.max_norm, a.scale, a.coef, a.flag, a.step);
   cuda_rt::after_launch(a.device, a.op);
 }
 

@@ -43,8 +43,9 @@ void optimizer_step(const OptimArgs& args);
 
 // The global L2 norm of gradients listed in tables (each table: g and n), float32 or float64, in
 // float64: per-block partial sums (`partial`: blocks_for_norm values) then one block adding them
-// in order. Writes norm[0]; where max_norm > 0 also coef[0] = min(1, max_norm / (norm + 1e-6)); a
-// non-finite norm raises flag (if not null) for `step`.
+// in order. The gradients count as multiplied by `scale`: writes norm[0] = scale * sqrt(sum), and
+// coef[0] = scale * min(1, max_norm / (norm + 1e-6)) (scale alone where max_norm is 0), the factor
+// scale_grads applies; a non-finite norm raises flag (if not null) for `step`.
 int64_t blocks_for_norm(const OptimTable& t);
 struct GradNormArgs {
   int device = 0;
@@ -55,6 +56,7 @@ struct GradNormArgs {
   double* partial = nullptr;
   double* norm = nullptr;
   double max_norm = 0;
+  double scale = 1;
   double* coef = nullptr;
   int64_t* flag = nullptr;
   int64_t step = 0;

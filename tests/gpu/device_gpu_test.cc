@@ -483,3 +483,30 @@ TEST(Gpu, ANonFiniteNormStopsUpdatesWithoutAHostRead) {
 }
 
 }  // namespace
+
+namespace {
+
+// host_waits() counts the host's waits for a GPU; inside ForbidHostWaits a wait throws one line
+// naming the op that asked for it, and queued work is not waited for.
+TEST(Gpu, HostWaitsAreCountedAndCanBeForbidden) {
+  TG_NEED_GPU();
+  Tensor x = tg::randn({16}).to(kGpu);
+  const uint64_t before = tg::cuda::host_waits();
+  Tensor y = tg::sum(tg::mul(x, x));  // queued: no wait
+  EXPECT_EQ(tg::cuda::host_waits(), before);
+  (void)y.item();
+  EXPECT_EQ(tg::cuda::host_waits(), before + 1);
+  {
+    tg::cuda::ForbidHostWaits forbid;
+    Tensor z = tg::add(y, 1.0);  // still fine: nothing waits
+    try {
+      (void)z.item();
+      FAIL() << "no error";
+    } catch (const tg::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("host waits are forbidden"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW((void)y.item());
+}
+
+}  // namespace
