@@ -6,6 +6,8 @@
 //   ./build/train_lm --text data/kjv.txt --arch llama --kv_heads 2 --tokenizer byte_bpe --vocab 2000
 //   ./build/train_lm --load runs/lm --prompt "And God said" --sample 200  # generate, no training
 //
+// --device auto trains on the GPU where one is usable (cpu, cuda, cuda:N to choose).
+//
 // --arch gpt: learned positions, LayerNorm, GELU feed-forward (GPT-2). --arch llama: rotary
 // positions, RMSNorm, SwiGLU feed-forward, grouped-query attention with --kv_heads (Llama, Mistral,
 // SmolLM). Both tie the output head to the embedding. The model is saved as a Hugging Face folder
@@ -34,6 +36,7 @@ namespace {
 
 struct Options {
   std::string text = "data/kjv.txt", out = "runs/lm", tokenizer = "char", prompt = "\n", load, precision = "fp32", arch = "gpt";
+  std::string device = "auto";
   int64_t vocab = 2000, layers = 4, heads = 4, kv_heads = 0, width = 128, d_ff = 0, context = 64, batch = 12, steps = 2000;
   int64_t warmup = 100, eval_every = 250, eval_windows = 200, sample = 300, top_k = 0, threads = 0;
   double lr = 1e-3, dropout = 0, weight_decay = 0.01, temperature = 0.8, top_p = 1.0, rope_theta = 10000;
@@ -82,17 +85,18 @@ void write_tokenizer_config(const std::string& dir, const tg::CausalLM& lm, cons
 }
 
 void attention_maps(tg::report::Html& html, tg::CausalLM& model, const tg::text::Tokenizer& tok, const std::vector<int64_t>& text,
-                    const Options& o) {
+                    const Options& o, tg::Device device) {
   const int64_t n = std::min<int64_t>({o.context, 40, static_cast<int64_t>(text.size())});
   std::vector<int64_t> ids(text.begin(), text.begin() + n);
   tg::NoGradGuard ng;
   model.module().eval();
-  const std::vector<Tensor> maps = tg::record_attention(model.module(), [&] { model.forward(tg::from_vector(ids, {1, n})); });
+  const std::vector<Tensor> maps =
+      tg::record_attention(model.module(), [&] { model.forward(tg::from_vector(ids, {1, n}).to(device)); });
   std::vector<std::string> labels;
   for (int64_t id : ids) labels.push_back(tok.label(id));
   for (size_t l = 0; l < maps.size(); ++l)
     html.heatmap_grid(fmt::format("self-attention, layer {} (rows: queries, columns: keys; causal)", l),
-                      tg::report::head_heatmaps(maps[l], fmt::format("layer {}", l), labels, labels));
+                      tg::report::head_heatmaps(maps[l].to(tg::kCPU), fmt::format("layer {}", l), labels, labels));
 }
 
 std::string generate(tg::CausalLM& model, const tg::text::Tokenizer& tok, const Options& o) {
@@ -108,10 +112,11 @@ std::string generate(tg::CausalLM& model, const tg::text::Tokenizer& tok, const 
 // --load DIR: the saved model and tokenizer, a sample, no training. DIR is a Hugging Face folder
 // (config.json, as train_lm writes since --arch) or an earlier run's model.safetensors with the
 // sizes in its metadata.
-int generate_only(const Options& o) {
+int generate_only(const Options& o, tg::Device device) {
   std::unique_ptr<tg::text::Tokenizer> tok = tg::text::Tokenizer::load_in(o.load).value();
   if (std::filesystem::exists(o.load + "/config.json")) {
     std::unique_ptr<tg::CausalLM> lm = tg::load_causal_lm(o.load).value();
+    lm->module().to(device);
     if (tok->size() > lm->vocab_size())
       tg::cli::fail(fmt::format("{}: the tokenizer has {} tokens, the model {}: not the tokenizer it was trained with", o.load,
                                 tok->size(), lm->vocab_size()));
@@ -139,6 +144,7 @@ int generate_only(const Options& o) {
   tg::check_layer_count(f, path, "", m.layers).or_throw();
   tg::DecoderLM model(model_config(m, tok->size()));
   tg::load_module(model, path).value();
+  model.to(device);
   std::printf("%s\n", generate(model, *tok, o).c_str());
   return 0;
 }
@@ -179,6 +185,7 @@ int run(int argc, char** argv) {
   f.add("seed", &o.seed, "random seed (weights, data order, dropout, sampling)");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   tg::cli::add_precision(f, &o.precision);
+  tg::cli::add_device(f, &o.device);
   f.add("resume", &o.resume, "continue from the newest checkpoint in OUT");
   f.add("overwrite", &o.overwrite, "replace an earlier run in OUT");
   f.check([&o] { return o.width % o.heads == 0 ? "" : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads); });
@@ -215,7 +222,8 @@ int run(int argc, char** argv) {
   // run their matrix products under autocast.
   const tg::DType precision = tg::cli::precision(o.precision);
   tg::AutocastGuard autocast(precision);
-  if (!o.load.empty()) return generate_only(o);
+  const tg::Device device = tg::cli::training_device(o.device);  // before any work: a missing GPU is one line
+  if (!o.load.empty()) return generate_only(o, device);
   tg::make_dirs(o.out).or_throw();
   tg::train::check_run_dir(o.out, o.resume, o.overwrite).or_throw();
 
@@ -256,11 +264,13 @@ int run(int argc, char** argv) {
   tg::manual_seed(o.seed);
   std::unique_ptr<tg::CausalLM> lm = new_model(o, *tok);
   tg::Module& model = lm->module();
+  model.to(device);  // in place, before the optimizer takes the parameters
   tg::AdamW opt(model.named_parameters(), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = o.weight_decay});
-  std::printf("train_lm: %s, %zu bytes -> %zu + %zu held-out %ss (vocabulary %lld, %s); %lld windows of %lld; %s, %lld parameters\n",
+  std::printf("train_lm: %s, %zu bytes -> %zu + %zu held-out %ss (vocabulary %lld, %s); %lld windows of %lld; %s, %lld "
+              "parameters; on %s\n",
               o.text.c_str(), text.size(), train_ids.size(), valid_ids.size(), unit, static_cast<long long>(tok->size()),
               tok->kind().c_str(), static_cast<long long>(train.size()), static_cast<long long>(T), model.type_name().c_str(),
-              static_cast<long long>(model.num_parameters()));
+              static_cast<long long>(model.num_parameters()), tg::cli::describe_device(device).c_str());
 
   // What a resumed run must share with the run it continues (--steps, --lr and the rest may change).
   const tg::Metadata config = {{"--text", tg::canonical_path(o.text)},
@@ -285,7 +295,7 @@ int run(int argc, char** argv) {
   trainer.set_schedule(tg::WarmupCosineSchedule{.peak = o.lr, .warmup = o.warmup, .total = std::max(o.steps, o.warmup + 1),
                                                 .min_lr = 0.1 * o.lr});
   auto lm_step = [&](const tg::text::TokenWindows& w) {
-    return tg::train::CrossEntropyStep{[&](const std::vector<int64_t>& ids) { return lm->forward(w.inputs(ids)); },
+    return tg::train::CrossEntropyStep{[&](const std::vector<int64_t>& ids) { return lm->forward(w.inputs(ids).to(device)); },
                                        [&](const std::vector<int64_t>& ids) { return w.targets(ids); }};
   };
   const auto valid_batches = tg::train::sequential_batches(nv, o.batch);
@@ -332,7 +342,7 @@ int run(int argc, char** argv) {
   tg::train::add_training_charts(html, trainer.history(), fmt::format("nats/{}", unit));
   html.heading("sample");
   html.preformatted(sample);
-  attention_maps(html, *lm, *tok, valid_ids, o);
+  attention_maps(html, *lm, *tok, valid_ids, o, device);
   html.write(o.out + "/report.html").or_throw();
   std::printf("wrote %s/report.html, config.json + model.safetensors (generate --model %s), metrics.jsonl, %s\n", o.out.c_str(),
               o.out.c_str(),

@@ -31,7 +31,7 @@ struct Options {
   double lr = 1e-3, label_smoothing = 0.1;
   uint64_t seed = 1;
   int64_t threads = 0;
-  std::string precision = "fp32", projections = "learned";
+  std::string precision = "fp32", projections = "learned", device = "auto";
 };
 
 void define_flags(tg::cli::Flags& f, Options& o) {
@@ -71,6 +71,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("seed", &o.seed, "random seed");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   tg::cli::add_precision(f, &o.precision);
+  tg::cli::add_device(f, &o.device);
   f.add("projections", &o.projections,
         "W_Q, W_K, W_V of every attention: learned, identity (Q = K = V = X, not trained) or frozen (kept at their "
         "random initialisation); an ablation, as explain_attention's experiment 2")
@@ -96,6 +97,7 @@ int run(int argc, char** argv) {
   define_flags(flags, o);
   flags.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+  const tg::Device device = tg::cli::training_device(o.device);  // before any work: a missing GPU is one line
   // bf16: training (the Trainer's option), evaluation, BLEU and the samples under autocast.
   const tg::DType precision = tg::cli::precision(o.precision);
   tg::AutocastGuard autocast(precision);
@@ -163,10 +165,12 @@ int run(int argc, char** argv) {
   tg::fix_attention_projections(model, o.projections == "identity" ? tg::Projections::kIdentity
                                        : o.projections == "frozen" ? tg::Projections::kFrozen
                                                                    : tg::Projections::kLearned);
+  model.to(device);  // in place, before the optimizer takes the parameters
   tg::AdamW opt(model.named_parameters(), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
-  std::printf("train_translator: %s: %zu training pairs, %zu validation; vocabularies %lld / %lld; %lld parameters\n",
+  std::printf("train_translator: %s: %zu training pairs, %zu validation; vocabularies %lld / %lld; %lld parameters; on %s\n",
               source.c_str(), train.size(), valid.size(), static_cast<long long>(src_tokenizer.size()),
-              static_cast<long long>(tgt_tokenizer.size()), static_cast<long long>(model.num_parameters()));
+              static_cast<long long>(tgt_tokenizer.size()), static_cast<long long>(model.num_parameters()),
+              tg::cli::describe_device(device).c_str());
 
   // The loop.
   // What a resumed run must share with the run it continues (--minutes, --steps, --epochs, --lr
@@ -205,7 +209,7 @@ int run(int argc, char** argv) {
   auto seq2seq_step = [&](const std::vector<tg::text::Example>& data, double smoothing) {
     return [&, smoothing](const std::vector<int64_t>& idx) {
       tg::text::Seq2SeqBatch b = tg::text::make_seq2seq_batch(data, idx, ids);
-      Tensor loss = tg::cross_entropy(model.forward(b.src, b.tgt_in), b.tgt_out,
+      Tensor loss = tg::cross_entropy(model.forward(b.src.to(device), b.tgt_in.to(device)), b.tgt_out.to(device),
                                       {.ignore_index = ids.pad, .label_smoothing = smoothing, .reduction = tg::Reduction::kSum});
       return tg::train::StepOutput{loss, static_cast<double>(b.tokens)};
     };
@@ -245,6 +249,7 @@ int run(int argc, char** argv) {
   std::printf("%s after %lld steps\n", result.message.c_str(), static_cast<long long>(result.step));
 
   const tg::text::Translator loaded = tg::text::Translator::load(dir).value();  // as translate will read it
+  loaded.model->to(device);
   std::string final_line;
   if (o.final_bleu) {
     tg::train::Progress t1(1);
@@ -299,7 +304,7 @@ int run(int argc, char** argv) {
   if (nsamples > 0) {
     const std::string& s = valid_src_text[0];
     std::vector<int64_t> src_ids = src_tokenizer.encode(s);
-    Tensor src = tg::from_vector(src_ids, {1, static_cast<int64_t>(src_ids.size())});
+    Tensor src = tg::from_vector(src_ids, {1, static_cast<int64_t>(src_ids.size())}).to(device);
     auto hyp = tg::beam_search(*loaded.model, src, {.bos = ids.bos, .eos = ids.eos, .max_len = 80, .beam_size = o.beam});
     std::vector<int64_t> tgt_ids = {ids.bos};
     if (!hyp.empty()) tgt_ids.insert(tgt_ids.end(), hyp[0].tokens.begin(), hyp[0].tokens.end());
@@ -309,7 +314,7 @@ int run(int argc, char** argv) {
     loaded.model->set_record_attention(true);
     {
       tg::NoGradGuard ng;
-      loaded.model->forward(src, tg::from_vector(tgt_ids, {1, static_cast<int64_t>(tgt_ids.size())}));
+      loaded.model->forward(src, tg::from_vector(tgt_ids, {1, static_cast<int64_t>(tgt_ids.size())}).to(device));
     }
     html.heading("attention for one sentence");
     html.paragraph("source: " + s + " | output: " + tgt_tokenizer.decode(std::vector<int64_t>(tgt_ids.begin() + 1, tgt_ids.end())));
@@ -317,11 +322,11 @@ int run(int argc, char** argv) {
       const auto& enc = (*loaded.model->encoder->layers)[static_cast<size_t>(l)];
       const auto& dec = (*loaded.model->decoder->layers)[static_cast<size_t>(l)];
       html.heatmap_grid(fmt::format("encoder self-attention, layer {}", l),
-                        tg::report::head_heatmaps(enc->self_attn->last_weights, fmt::format("encoder layer {}", l), src_labels, src_labels));
+                        tg::report::head_heatmaps(enc->self_attn->last_weights.to(tg::kCPU), fmt::format("encoder layer {}", l), src_labels, src_labels));
       html.heatmap_grid(fmt::format("decoder self-attention (causal), layer {}", l),
-                        tg::report::head_heatmaps(dec->self_attn->last_weights, fmt::format("decoder layer {}", l), tgt_labels, tgt_labels));
+                        tg::report::head_heatmaps(dec->self_attn->last_weights.to(tg::kCPU), fmt::format("decoder layer {}", l), tgt_labels, tgt_labels));
       html.heatmap_grid(fmt::format("decoder cross-attention (rows: output tokens, columns: source tokens), layer {}", l),
-                        tg::report::head_heatmaps(dec->cross_attn->last_weights, fmt::format("cross layer {}", l), tgt_labels, src_labels));
+                        tg::report::head_heatmaps(dec->cross_attn->last_weights.to(tg::kCPU), fmt::format("cross layer {}", l), tgt_labels, src_labels));
     }
   }
   html.write(dir + "/report.html").or_throw();

@@ -25,7 +25,7 @@
 namespace {
 
 struct Options {
-  std::string train = "data/kjv.txt", output = "runs/w2v/vectors.txt", analogies, similarity, query;
+  std::string train = "data/kjv.txt", output = "runs/w2v/vectors.txt", analogies, similarity, query, device = "auto";
   bool cbow = false, binary = false, lowercase = true, overwrite = false;
   int64_t size = 100, window = 5, negative = 5, min_count = 5, iter = 5, batch = 256, threads = 0, sync_words = 50000,
           hot_sync_words = 5000;
@@ -46,6 +46,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("iter", &o.iter, "training epochs").min(1);
   f.add("alpha", &o.alpha, "starting learning rate (-1: 0.025 for skip-gram, 0.05 for CBOW)");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
+  f.add("device", &o.device, "auto or cpu: word2vec trains on the CPU (cuda is refused, with why)");
   f.add("binary", &o.binary, "write the binary format");
   f.add("lowercase", &o.lowercase, "lower-case the text and strip punctuation at word edges before counting");
   f.add("batch", &o.batch, "centre words per update (their windows read the same vectors; the threads share them)").min(1);
@@ -146,6 +147,7 @@ int run(int argc, char** argv) {
   define_flags(flags, o);
   flags.parse(argc, argv).or_throw();
   if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+  tg::cli::training_device(o.device, "word2vec (its negative-sampling loss has no GPU kernel)");  // cuda: one line, exit 2
 
   // The run folder: the vectors' folder, which also gets metrics.jsonl and report.html. An earlier
   // run there is replaced only on request.

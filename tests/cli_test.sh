@@ -253,7 +253,13 @@ if ! "$BIN/generate" --model "$DEC/llama" --prompt hi --max_new_tokens 1 --devic
   expect_error "--device cuda: no GPU is usable: " "$BIN/translate" --load "$TMP/none" --device cuda </dev/null
   expect_error "--device cuda:1: no GPU is usable: " "$BIN/bert_embed" --model "$TMP/none" --input "$TMP/text.txt" \
     --output "$TMP/e.safetensors" --device cuda:1
+  expect_error "--device cuda: no GPU is usable: " "$BIN/train_lm" --text "$TMP/none.txt" --out "$TMP/lm_gpu" --device cuda
+  expect_error "--device cuda: no GPU is usable: " "$BIN/train_translator" --save "$TMP/tr_gpu" --device cuda
+  expect_error "--device cuda: no GPU is usable: " "$BIN/explain_attention" --out "$TMP/ex_gpu" --device cuda
 fi
+# Word2vec trains on the CPU only: cuda is refused with why (checked before any GPU probe).
+expect_error "--device cuda: word2vec (its negative-sampling loss has no GPU kernel) runs on the CPU only" \
+  "$BIN/train_word2vec" --train "$TMP/none.txt" --output "$TMP/w2v_gpu/v.txt" --device cuda
 if "$BIN/generate" --model "$DEC/llama" --prompt hi --max_new_tokens 2 --device cpu 2>&1 >/dev/null | grep -v ": tapegrad [0-9]" |
    head -1 | grep -q "^generate: .*, on cpu, "; then echo "ok: generate --device cpu says so in its first line"; else
   echo "FAIL: generate --device cpu does not say where it runs"; failures=$((failures + 1)); fi

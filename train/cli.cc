@@ -509,6 +509,25 @@ Device device(const std::string& value) {
   return d;
 }
 
+Device training_device(const std::string& value, const std::string& cpu_only) {
+  const int processes = dist::launched_as_several() ? dist::world().size() : 1;
+  if (processes <= 1 && cpu_only.empty()) return device(value);
+  if (value == "auto") return kCPU;
+  Device d = kCPU;
+  try {
+    d = Device::parse(value);
+  } catch (const Error&) {
+    return device(value);  // which says why the name is no device
+  }
+  if (d.is_cuda()) {
+    fail(processes > 1 ? fmt::format("--device {}: data-parallel training ({} processes) runs on the CPU for now (--device "
+                                     "cpu, or one process on the GPU)", value, processes)
+                       : fmt::format("--device {}: {} runs on the CPU only (--device cpu)", value, cpu_only),
+         2);
+  }
+  return d;
+}
+
 std::string describe_device(Device d) {
   if (d.is_cpu()) return "cpu";
   return fmt::format("{} ({})", d, cuda::describe(d.index));

@@ -127,6 +127,10 @@ Flag& add_device(Flags& f, std::string* value);
 // The device a --device value names. cuda where no GPU is usable (none, no driver, a driver too old,
 // a build without CUDA) or cuda:N past the last GPU is one line and exit 2, before anything loads.
 Device device(const std::string& value);
+// The device a training program's --device names: as device(), except that data-parallel
+// training (several processes) and work that has no GPU path (`cpu_only`, e.g. "word2vec's
+// negative-sampling loss") stay on the CPU: auto is then the CPU, and cuda is one line and exit 2.
+Device training_device(const std::string& value, const std::string& cpu_only = "");
 // "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB)": for a program's first line.
 std::string describe_device(Device d);
 

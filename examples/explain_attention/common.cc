@@ -33,6 +33,7 @@ void define_flags(tg::cli::Flags& f, Options& o) {
   f.add("seed", &o.seed, "random seed");
   f.add("threads", &o.threads, "threads (0: TG_NUM_THREADS or all cores)").range(0, 1024);
   tg::cli::add_precision(f, &o.precision);
+  tg::cli::add_device(f, &o.device);
   f.check([&o] {
     return o.width % o.heads == 0 ? std::string()
                                   : fmt::format("--width {} must be a multiple of --heads {}", o.width, o.heads);
@@ -149,7 +150,9 @@ Context load(const Options& o) {
 std::unique_ptr<tg::Transformer> new_model(const Data& d, const Options& o, uint64_t seed) {
   const tg::text::TranslatorConfig cfg{.layers = 2, .width = o.width, .heads = o.heads, .ff = 4 * o.width, .max_len = 128};
   tg::manual_seed(seed);
-  return std::make_unique<tg::Transformer>(cfg.model(d.src->size(), d.tgt->size()));
+  auto m = std::make_unique<tg::Transformer>(cfg.model(d.src->size(), d.tgt->size()));
+  m->to(o.dev);  // in place, before an optimizer takes the parameters
+  return m;
 }
 
 namespace {
@@ -157,7 +160,8 @@ namespace {
 tg::train::StepFn seq2seq_step(tg::Transformer& m, const std::vector<tg::text::Example>& set) {
   return [&m, &set](const std::vector<int64_t>& idx) {
     tg::text::Seq2SeqBatch b = tg::text::make_seq2seq_batch(set, idx);
-    Tensor loss = tg::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out,
+    const tg::Device dev = m.device();
+    Tensor loss = tg::cross_entropy(m.forward(b.src.to(dev), b.tgt_in.to(dev)), b.tgt_out.to(dev),
                                     {.ignore_index = tg::text::kPad, .reduction = tg::Reduction::kSum});
     return tg::train::StepOutput{loss, static_cast<double>(b.tokens)};
   };
@@ -211,7 +215,7 @@ std::vector<Run> train_seeds(Context& ctx, const Data& d, const std::string& nam
 }
 
 Tensor encoder_attention(tg::Transformer& m, const std::vector<int64_t>& ids) {
-  Tensor src = tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  Tensor src = tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())}).to(m.device());
   m.set_record_attention(true);
   {
     tg::NoGradGuard ng;
@@ -220,7 +224,7 @@ Tensor encoder_attention(tg::Transformer& m, const std::vector<int64_t>& ids) {
     m.encode(src);
     m.train(was);
   }
-  Tensor w = (*m.encoder->layers)[0]->self_attn->last_weights;  // [1, H, S, S]
+  Tensor w = (*m.encoder->layers)[0]->self_attn->last_weights.to(tg::kCPU);  // [1, H, S, S]
   m.set_record_attention(false);
   return w;
 }

@@ -20,6 +20,8 @@ struct Options {
   std::string src, tgt, ding = "/usr/share/trans/de-en", out = "runs/explain", w2v_text;
   std::string model = "data/models/all-MiniLM-L6-v2";
   std::string precision = "fp32";  // bf16: every experiment's matrix products under autocast
+  std::string device = "auto";     // the translators' device (the other experiments' small models stay on the CPU)
+  tg::Device dev = tg::kCPU;       // what --device resolved to
   int64_t steps = 120, width = 128, heads = 4, batch = 32, threads = 0;
   int64_t seeds = 3;            // every comparison runs with --seed, --seed + 1, ...
   int64_t recall_steps = 1500;  // experiment 2's card lookups

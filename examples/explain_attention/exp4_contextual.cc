@@ -81,7 +81,8 @@ void exp4_contextual(Context& ctx, tg::report::Html& html) {
     const std::vector<int64_t> ids = english.encode(sentence);
     tg::NoGradGuard ng;
     en_de.eval();
-    const std::vector<float> h = en_de.encode(tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())})).to_vector<float>();
+    const std::vector<float> h =
+        en_de.encode(tg::from_vector(ids, {1, static_cast<int64_t>(ids.size())}).to(en_de.device())).to_vector<float>();
     en_de.train();
     const int64_t pos = it - toks.begin();
     return std::vector<float>(h.begin() + pos * width, h.begin() + (pos + 1) * width);

@@ -32,7 +32,7 @@ int64_t embed_from_word2vec(tg::Transformer& m, const tg::Word2Vec& w2v, const t
                        std::sqrt(w_ss / static_cast<double>(std::max<size_t>(1, rows.size()) * width));
   for (auto [id, j] : rows)
     for (int64_t k = 0; k < width; ++k) init[id * width + k] = static_cast<float>(w[j * width + k] * scale);
-  table.copy_(tg::from_vector(init, table.shape()));
+  table.copy_(tg::from_vector(init, table.shape()).to(table.device()));
   return static_cast<int64_t>(rows.size());
 }
 }  // namespace

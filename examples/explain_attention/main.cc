@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
     flags.parse(argc, argv).or_throw();
     explain::apply_quick(flags, o);
     if (o.threads > 0) tg::set_num_threads(static_cast<int>(o.threads));
+    o.dev = tg::cli::training_device(o.device);  // before any work: a missing GPU is one line
+    std::fprintf(stderr, "explain_attention: the translators train on %s\n", tg::cli::describe_device(o.dev).c_str());
     tg::AutocastGuard autocast(tg::cli::precision(o.precision));
     // Every path is checked before any training: a --model given on purpose must be a model folder
     // (the default one may be absent: experiment 4 then leaves its MiniLM part out).
