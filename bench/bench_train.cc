@@ -1,22 +1,20 @@
 // One full training step — forward, cross-entropy, backward, gradient clipping, AdamW — of three
-// transformer configurations, reported as milliseconds per step and tokens per second, with the
-// peak bytes held by tensors during a step (peak_MB) and the process's peak RSS (rss_MB). The
-// PyTorch peer is bench/torch_train_step.py (the same models); bench/compare_train.sh runs both.
+// transformer configurations (bench/train_configs.h: A, B, C), reported as milliseconds per step
+// and tokens per second, with the peak bytes held by tensors during a step (peak_MB) and the
+// process's peak RSS (rss_MB). The PyTorch peer is bench/torch_train_step.py (the same models);
+// bench/compare_train.sh runs both.
 //
-//   A: encoder-decoder, vocab 1000, d_model 128, 4 heads, d_ff 512, 2+2 layers, length 32, batch 32
-//   B: decoder-only, vocab 96, d_model 256, 8 heads, d_ff 1024, 4 layers, sequence 128, batch 16
-//   C: the paper's base (d_model 512, 8 heads, d_ff 2048, 6+6 layers), vocab 8000, length 64, batch 16
-//
-// Dropout 0.1 everywhere, attention weights included (as torch.nn.Transformer); the _fusedattn
-// variants leave the attention weights without dropout so attention runs in the fused kernel. The
-// _bf16 variants run forward and backward under tg::AutocastGuard (bfloat16 products with float32
-// sums, on the path TG_CPU_CAPABILITY allows; its name is the label); clipping and AdamW in float32.
+// The _fusedattn variants leave the attention weights without dropout so attention runs in the
+// fused kernel. The _bf16 variants run forward and backward under tg::AutocastGuard (bfloat16
+// products with float32 sums, on the path TG_CPU_CAPABILITY allows; its name is the label);
+// clipping and AdamW in float32.
 #include <sys/resource.h>
 #include <algorithm>
 
 #include <benchmark/benchmark.h>
 
 #include "tapegrad.h"
+#include "train_configs.h"
 
 namespace {
 using tg::Tensor;
@@ -26,8 +24,6 @@ double rss_mb() {
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
-
-Tensor random_ids(int64_t vocab, int64_t B, int64_t L) { return tg::randint(1, vocab, {B, L}); }
 
 bool g_bf16 = false;  // set by the _bf16 cases
 
@@ -61,39 +57,17 @@ void run_steps(benchmark::State& state, Model& model, int64_t tokens, Forward fo
   if (g_bf16) state.SetLabel(std::string("bf16 ") + tg::cpu_capability_name(tg::cpu_capability()));
 }
 
-void encoder_decoder(benchmark::State& state, int64_t vocab, tg::LayerConfig layer, int64_t layers, int64_t L, int64_t B) {
-  tg::manual_seed(0);
-  tg::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = vocab;
-  cfg.layer = layer;
-  cfg.encoder_layers = cfg.decoder_layers = layers;
-  cfg.max_len = 512;
-  tg::Transformer model(cfg);
-  Tensor src = random_ids(vocab, B, L), tgt_in = random_ids(vocab, B, L), tgt_out = random_ids(vocab, B, L);
-  run_steps(state, model, B * L, [&] { return tg::cross_entropy(model.forward(src, tgt_in), tgt_out); });
+void run_case(benchmark::State& state, char config, bool fused_attn) {
+  tg::bench::TrainCase c = tg::bench::train_case(config, fused_attn);
+  run_steps(state, *c.model, c.tokens, c.loss);
 }
 
-void decoder_only(benchmark::State& state, int64_t vocab, tg::LayerConfig layer, int64_t layers, int64_t L, int64_t B) {
-  tg::manual_seed(0);
-  tg::DecoderLM model({.vocab = vocab, .context = L, .layer = layer, .layers = layers, .tie_weights = true});
-  Tensor x = random_ids(vocab, B, L), y = random_ids(vocab, B, L);
-  run_steps(state, model, B * L, [&] { return tg::cross_entropy(model.forward(x), y); });
-}
-
-tg::LayerConfig layer(int64_t d, int64_t h, int64_t ff, bool attn_dropout, tg::Activation act = tg::Activation::kRelu,
-                      bool norm_first = false) {
-  return {.d_model = d, .heads = h, .d_ff = ff, .dropout = 0.1, .attn_dropout = attn_dropout ? 0.1 : 0.0,
-          .activation = act, .norm_first = norm_first};
-}
-
-void BM_train_A(benchmark::State& s) { encoder_decoder(s, 1000, layer(128, 4, 512, true), 2, 32, 32); }
-void BM_train_A_fusedattn(benchmark::State& s) { encoder_decoder(s, 1000, layer(128, 4, 512, false), 2, 32, 32); }
-void BM_train_B(benchmark::State& s) { decoder_only(s, 96, layer(256, 8, 1024, true, tg::Activation::kGelu, true), 4, 128, 16); }
-void BM_train_B_fusedattn(benchmark::State& s) {
-  decoder_only(s, 96, layer(256, 8, 1024, false, tg::Activation::kGelu, true), 4, 128, 16);
-}
-void BM_train_C(benchmark::State& s) { encoder_decoder(s, 8000, layer(512, 8, 2048, true), 6, 64, 16); }
-void BM_train_C_fusedattn(benchmark::State& s) { encoder_decoder(s, 8000, layer(512, 8, 2048, false), 6, 64, 16); }
+void BM_train_A(benchmark::State& s) { run_case(s, 'A', false); }
+void BM_train_A_fusedattn(benchmark::State& s) { run_case(s, 'A', true); }
+void BM_train_B(benchmark::State& s) { run_case(s, 'B', false); }
+void BM_train_B_fusedattn(benchmark::State& s) { run_case(s, 'B', true); }
+void BM_train_C(benchmark::State& s) { run_case(s, 'C', false); }
+void BM_train_C_fusedattn(benchmark::State& s) { run_case(s, 'C', true); }
 
 template <void (*F)(benchmark::State&)>
 void bf16(benchmark::State& s) {
