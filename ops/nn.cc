@@ -22,6 +22,23 @@ namespace tg {
 namespace k = kernels;
 
 namespace {
+// The GPU softmax kernels' arguments over [outer, D, inner]: x in, y out (forward), or y in and dx
+// out (backward, with the gradient beside).
+cuda_ops::SoftmaxArgs gpu_softmax_args(const char* op, bool log, const Tensor& in, const Tensor& out, int64_t outer,
+                                       int64_t D, int64_t inner) {
+  cuda_ops::SoftmaxArgs a;
+  a.device = in.device().index;
+  a.op = op;
+  a.log = log;
+  a.type = detail::gpu_scalar(in.dtype());
+  a.x = detail::gpu_ptr(in);
+  a.y = detail::gpu_ptr(out);
+  a.outer = outer;
+  a.D = D;
+  a.inner = inner;
+  return a;
+}
+
 template <bool kLog>
 Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim) {
   detail::check_float(x, op);
@@ -35,17 +52,7 @@ Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.is_cuda()) {
     dispatch_float(x.dtype(), op, [](auto) {});
-    cuda_ops::SoftmaxArgs args;
-    args.device = x.device().index;
-    args.op = op;
-    args.log = kLog;
-    args.type = detail::gpu_scalar(x.dtype());
-    args.x = detail::gpu_ptr(x);
-    args.y = detail::gpu_ptr(out);
-    args.outer = outer;
-    args.D = D;
-    args.inner = inner;
-    cuda_ops::softmax(args);
+    cuda_ops::softmax(gpu_softmax_args(op, kLog, x, out, outer, D, inner));
     return out;
   }
   dispatch_float(x.dtype(), op, [&](auto tag) {
@@ -70,17 +77,8 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim) {
   Tensor gc = to(g, y.dtype());
   if (y.is_cuda()) {
     detail::check_same_device(kLog ? "log_softmax" : "softmax", y, "output", gc, "gradient");
-    cuda_ops::SoftmaxArgs a;
-    a.device = y.device().index;
-    a.op = kLog ? "log_softmax" : "softmax";
-    a.log = kLog;
-    a.type = detail::gpu_scalar(y.dtype());
-    a.x = detail::gpu_ptr(y);
-    a.y = detail::gpu_ptr(dx);
-    a.outer = outer;
-    a.D = D;
-    a.inner = inner;
-    cuda_ops::softmax_backward(a, detail::gpu_ptr(gc));
+    cuda_ops::softmax_backward(gpu_softmax_args(kLog ? "log_softmax" : "softmax", kLog, y, dx, outer, D, inner),
+                               detail::gpu_ptr(gc));
     return dx;
   }
   dispatch_float(y.dtype(), kLog ? "log_softmax" : "softmax", [&](auto tag) {

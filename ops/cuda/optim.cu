@@ -34,6 +34,18 @@ __device__ int tensor_of(const BlockMap& m, int64_t b) {
   return lo;
 }
 
+// This block's tensor of the table and its range of elements [start, end).
+struct Chunk {
+  int tensor;
+  int64_t start, end;
+};
+__device__ Chunk chunk_of(const OptimTable& t, const BlockMap& m) {
+  const int64_t b = blockIdx.x;
+  const int i = tensor_of(m, b);
+  const int64_t start = (b - m.first[i]) * kOptimChunk;
+  return {i, start, start + kOptimChunk < t.n[i] ? start + kOptimChunk : t.n[i]};
+}
+
 __device__ void raise_flag(int64_t* flag, int64_t step) {
   if (atomicCAS(reinterpret_cast<unsigned long long*>(flag), 0ull, 1ull) == 0ull) {
     flag[1] = step;
@@ -45,9 +57,9 @@ template <class T>
 __global__ void adam_kernel(__grid_constant__ const OptimTable t, __grid_constant__ const BlockMap map, T b1, T b2,
                             T eps, T wd_l2, T decay, const int64_t* skip) {
   if (skip != nullptr && skip[0] != 0) return;
-  const int64_t b = blockIdx.x;
-  const int i = tensor_of(map, b);
-  const int64_t start = (b - map.first[i]) * kOptimChunk, end = start + kOptimChunk < t.n[i] ? start + kOptimChunk : t.n[i];
+  const Chunk c = chunk_of(t, map);
+  const int i = c.tensor;
+  const int64_t start = c.start, end = c.end;
   T* p = static_cast<T*>(t.p[i]);
   const T* g = static_cast<const T*>(t.g[i]);
   T* m = static_cast<T*>(t.m[i]);
@@ -66,9 +78,9 @@ template <class T>
 __global__ void sgd_kernel(__grid_constant__ const OptimTable t, __grid_constant__ const BlockMap map, T lr, T wd, T mu,
                            T dampening, bool nesterov, const int64_t* skip) {
   if (skip != nullptr && skip[0] != 0) return;
-  const int64_t b = blockIdx.x;
-  const int i = tensor_of(map, b);
-  const int64_t start = (b - map.first[i]) * kOptimChunk, end = start + kOptimChunk < t.n[i] ? start + kOptimChunk : t.n[i];
+  const Chunk c = chunk_of(t, map);
+  const int i = c.tensor;
+  const int64_t start = c.start, end = c.end;
   T* p = static_cast<T*>(t.p[i]);
   const T* g = static_cast<const T*>(t.g[i]);
   T* buf = static_cast<T*>(t.m[i]);
@@ -82,14 +94,14 @@ __global__ void sgd_kernel(__grid_constant__ const OptimTable t, __grid_constant
 template <class T>
 __global__ void sum_squares_kernel(__grid_constant__ const OptimTable t, __grid_constant__ const BlockMap map, double* partial) {
   __shared__ double part[kThreads];
-  const int64_t b = blockIdx.x;
-  const int i = tensor_of(map, b);
-  const int64_t start = (b - map.first[i]) * kOptimChunk, end = start + kOptimChunk < t.n[i] ? start + kOptimChunk : t.n[i];
+  const Chunk c = chunk_of(t, map);
+  const int i = c.tensor;
+  const int64_t start = c.start, end = c.end;
   const T* g = static_cast<const T*>(t.g[i]);
   double s = 0;
   for (int64_t j = start + threadIdx.x; j < end; j += blockDim.x) s += static_cast<double>(g[j]) * static_cast<double>(g[j]);
   s = block_fold<double, false>(s, part);
-  if (threadIdx.x == 0) partial[b] = s;
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
 __global__ void finish_norm_kernel(const double* partial, int64_t blocks, double* norm, double max_norm, double scale,
@@ -109,13 +121,13 @@ __global__ void finish_norm_kernel(const double* partial, int64_t blocks, double
 
 template <class T>
 __global__ void scale_kernel(__grid_constant__ const OptimTable t, __grid_constant__ const BlockMap map, const double* coef) {
-  const double c = coef[0];
-  if (c == 1) return;
-  const int64_t b = blockIdx.x;
-  const int i = tensor_of(map, b);
-  const int64_t start = (b - map.first[i]) * kOptimChunk, end = start + kOptimChunk < t.n[i] ? start + kOptimChunk : t.n[i];
+  const double factor = coef[0];
+  if (factor == 1) return;
+  const Chunk c = chunk_of(t, map);
+  const int i = c.tensor;
+  const int64_t start = c.start, end = c.end;
   T* g = static_cast<T*>(const_cast<void*>(t.g[i]));
-  const T ct = static_cast<T>(c);
+  const T ct = static_cast<T>(factor);
   for (int64_t j = start + threadIdx.x; j < end; j += blockDim.x) g[j] = g[j] * ct;
 }
 
