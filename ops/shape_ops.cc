@@ -443,6 +443,13 @@ void gpu_index_add(const char* op, const Tensor& dst, const Tensor& src, const T
   a.src = detail::gpu_ptr(src);
   a.dst = detail::gpu_ptr(dst);
   a.alpha = alpha;
+  // Many positions: sorted by row first, which needs scratch memory (freed when the launch is queued:
+  // the allocator hands it out again only to later work on the same stream).
+  Tensor scratch;
+  if (const size_t bytes = cuda_ops::index_add_scratch_bytes(a.n, R); bytes > 0) {
+    scratch = Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, kInt64, src.device());
+    a.scratch = detail::gpu_ptr(scratch);
+  }
   cuda_ops::scatter_add(a);
 }
 }  // namespace

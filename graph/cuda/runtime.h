@@ -38,6 +38,8 @@ void* stream(int device);
 // After a kernel launch: counts it, checks cudaGetLastError, and in sync-debug mode waits for the
 // kernel. Throws one line naming op on failure.
 void after_launch(int device, const char* op);
+// A cudaError_t (as an int) returned by a CUDA library call made for `op` (CUB): one line if not success.
+void check_status(int error, int device, const char* op, const char* what);
 uint64_t launches();
 uint64_t host_waits();
 bool forbid_host_waits(bool on);  // this thread's switch; returns the previous value

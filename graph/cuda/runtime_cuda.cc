@@ -283,6 +283,10 @@ void after_launch(int device, const char* op) {
   }
 }
 
+void check_status(int error, int device, const char* op, const char* what) {
+  check(static_cast<cudaError_t>(error), device, op, what);
+}
+
 uint64_t launches() { return g_launches.load(std::memory_order_relaxed); }
 uint64_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
 bool forbid_host_waits(bool on) {

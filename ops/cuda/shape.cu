@@ -2,6 +2,8 @@
 // integers of their size (any dtype).
 #include <cstdint>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/shape.h"
 
@@ -113,6 +115,40 @@ __global__ void scatter_add_columns(ScatterLayout l, int64_t cols, int64_t R, co
   }
 }
 
+// Sorted index_add: keys (rows; R for an index out of range, flagged) and positions, then after the
+// stable sort one thread per (outer, run start, column) adds the run in position order.
+constexpr int64_t kSortAbove = 64;  // positions from which index_add sorts
+
+__global__ void sort_keys_kernel(const int64_t* index, int64_t n, int64_t R, int64_t* keys, int64_t* positions,
+                                 cuda_rt::IndexError* flag, const char* op) {
+  TG_GRID_LOOP(k, n) {
+    const int64_t id = index[k];
+    if (id < 0 || id >= R) flag_bad_index(flag, op, id, R);
+    keys[k] = id >= 0 && id < R ? id : R;
+    positions[k] = k;
+  }
+}
+
+template <class T>
+__global__ void sorted_runs_kernel(const int64_t* keys, const int64_t* positions, const T* src, T* dst, int64_t outer,
+                                   int64_t n, int64_t inner, int64_t R, T alpha) {
+  TG_GRID_LOOP(t, outer * n * inner) {
+    const int64_t j = t % inner, p = (t / inner) % n, o = t / (inner * n);
+    const int64_t key = keys[p];
+    if ((p > 0 && keys[p - 1] == key) || key == R) continue;  // not a run's start, or out of range
+    T* d = dst + (o * R + key) * inner + j;
+    T acc = *d;
+    for (int64_t q = p; q < n && keys[q] == key; ++q) acc = acc + alpha * src[(o * n + positions[q]) * inner + j];
+    *d = acc;
+  }
+}
+
+int key_bits(int64_t R) {  // bits that hold 0 .. R
+  int b = 1;
+  while (b < 63 && (int64_t{1} << b) <= R) ++b;
+  return b;
+}
+
 template <class F>
 void by_size(int bytes, F&& f) {
   switch (bytes) {
@@ -174,11 +210,45 @@ void gather(const GatherArgs& a) {
   cuda_rt::after_launch(a.device, a.op);
 }
 
+namespace {
+// CUB's temporary storage for sorting n keys below 2^key_bits(R), rounded up to 256 bytes: the
+// scratch holds it first (at the allocation's alignment), then keys and positions in and out.
+size_t cub_sort_bytes(int64_t n, int64_t R) {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+                                  static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0, key_bits(R));
+  return (bytes + 255) / 256 * 256;
+}
+}  // namespace
+
+size_t index_add_scratch_bytes(int64_t n, int64_t R) {
+  if (n <= kSortAbove) return 0;
+  return cub_sort_bytes(n, R) + 4 * static_cast<size_t>(n) * sizeof(int64_t);
+}
+
 void scatter_add(const ScatterAddArgs& a) {
   cudaStream_t s = stream_of(a.device);
   cuda_rt::IndexError* flag = cuda_rt::index_error_flag(a.device);
   auto run = [&](auto tag) {
     using T = decltype(tag);
+    if (a.rank == 0 && a.scratch != nullptr && a.n > kSortAbove) {
+      if (a.outer * a.inner == 0) return;
+      size_t cub_bytes = cub_sort_bytes(a.n, a.R);
+      void* cub_temp = a.scratch;
+      int64_t* keys_in = reinterpret_cast<int64_t*>(static_cast<char*>(a.scratch) + cub_bytes);
+      int64_t* keys = keys_in + a.n;
+      int64_t* pos_in = keys + a.n;
+      int64_t* pos = pos_in + a.n;
+      sort_keys_kernel<<<blocks_for(a.n), kThreads, 0, s>>>(a.index, a.n, a.R, keys_in, pos_in, flag, a.op);
+      cuda_rt::check_status(static_cast<int>(cub::DeviceRadixSort::SortPairs(cub_temp, cub_bytes, keys_in, keys, pos_in,
+                                                                             pos, a.n, 0, key_bits(a.R), s)),
+                            a.device, a.op, "the index sort");
+      const int64_t total = a.outer * a.n * a.inner;
+      sorted_runs_kernel<T><<<blocks_for(total), kThreads, 0, s>>>(keys, pos, static_cast<const T*>(a.src),
+                                                                   static_cast<T*>(a.dst), a.outer, a.n, a.inner, a.R,
+                                                                   static_cast<T>(a.alpha));
+      return;
+    }
     if (a.rank == 0) {
       const int64_t cols = a.outer * a.inner;
       if (cols == 0 || a.n == 0) return;

@@ -3,6 +3,7 @@
 // expand, slice and slice's backward), the index ops, and their backward (index_add, scatter_add). An index out of range never reads or
 // writes out of bounds: the kernel writes zeros there and raises the device's index flag, which the
 // next synchronization turns into one line naming the op (graph/cuda/runtime.h).
+#include <cstddef>
 #include <cstdint>
 
 #include "elementwise.h"
@@ -73,7 +74,13 @@ struct ScatterAddArgs {
   const void* src = nullptr;
   void* dst = nullptr;
   double alpha = 1;
+  // index_add with many positions (an embedding's gradient: n tokens into R rows) sorts the
+  // positions by row first (a stable radix sort, so each row's positions stay in order) and adds
+  // each row's run in one thread per column: the same sums, in parallel over rows. It needs
+  // index_add_scratch_bytes(n, R) bytes of device memory here (0: the column path runs).
+  void* scratch = nullptr;
 };
 void scatter_add(const ScatterAddArgs& args);
+size_t index_add_scratch_bytes(int64_t n, int64_t R);
 
 }  // namespace tg::cuda_ops

@@ -510,3 +510,30 @@ TEST(Gpu, HostWaitsAreCountedAndCanBeForbidden) {
 }
 
 }  // namespace
+
+namespace {
+
+// index_add over many positions sorts them by row on the GPU (a stable radix sort) and adds each
+// row's run in position order: the CPU's sums, bit for bit — an embedding's gradient with repeated
+// ids and padding, and index_add along an inner axis.
+TEST(Gpu, SortedIndexAddGivesTheCpusBits) {
+  TG_NEED_GPU();
+  tg::manual_seed(17);
+  for (tg::DType dtype : {tg::kFloat32, tg::kFloat64}) {
+    const Tensor ids = tg::randint(0, 50, {8, 125});  // 1,000 tokens into 50 rows: long runs
+    const Tensor g = tg::randn({8, 125, 24}, dtype);
+    auto embed_grad = [&](const Device& dev) {
+      Tensor table = tg::randn({50, 24}, dtype).to(dev).requires_grad_();
+      tg::embedding(table, ids.to(dev), /*padding_idx=*/3).backward(g.to(dev));
+      return table.grad().to(tg::kCPU);
+    };
+    EXPECT_EQ(bytes_of(embed_grad(kGpu)), bytes_of(embed_grad(tg::kCPU))) << tg::dtype_name(dtype);
+    const Tensor flat = tg::randint(0, 7, {300});
+    const Tensor src = tg::randn({3, 300, 5}, dtype);
+    const Tensor want = tg::index_add({3, 7, 5}, 1, flat, src);
+    const Tensor got = tg::index_add({3, 7, 5}, 1, flat.to(kGpu), src.to(kGpu)).to(tg::kCPU);
+    EXPECT_EQ(bytes_of(got), bytes_of(want)) << tg::dtype_name(dtype);
+  }
+}
+
+}  // namespace
