@@ -203,6 +203,11 @@ Grads attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor
 
 Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("flash_attention", q, kk, v, opts);
+  // bfloat16 q, k, v: computed in float32 and rounded once (the casts carry the gradient), on either
+  // device; the tensor-core kernel that reads bfloat16 directly is issue 47's speed work.
+  if (q.dtype() == kBFloat16) {
+    return to(flash_attention(to(q, kFloat32), to(kk, kFloat32), to(v, kFloat32), opts), kBFloat16);
+  }
   const double scale = scale_of(opts, dm.d);
   Shape out_shape = dm.lead;
   out_shape.push_back(dm.T);

@@ -97,7 +97,8 @@ void for_each_product(int64_t nb, int64_t mnk, const F& one) {
 // are uniform (no broadcast, or one operand shared by the whole batch), else one call a product.
 // Under autocast the float32 operands are rounded to bfloat16 first (float32 sums and output).
 void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                const std::vector<int64_t>& aoff, const std::vector<int64_t>& boff, bool autocast) {
+                const std::vector<int64_t>& aoff, const std::vector<int64_t>& boff, bool autocast,
+                const Tensor& bias = Tensor(), bool relu = false) {
   Tensor a = a0, b = b0;
   if (autocast) {
     NoGradGuard ng;  // the backward recomputes its own products
@@ -115,6 +116,10 @@ void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, 
   g.K = K;
   g.trans_a = ta;
   g.trans_b = tb;
+  if (bias.defined()) {  // a linear layer's bias (and ReLU) in cuBLASLt's epilogue: one product
+    g.bias = detail::gpu_ptr(bias);
+    g.relu = relu;
+  }
   const int64_t nb = static_cast<int64_t>(aoff.size());
   auto uniform = [nb](const std::vector<int64_t>& off) {
     const int64_t step = nb > 1 ? off[1] - off[0] : 0;
@@ -264,8 +269,10 @@ namespace {
 Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool relu) {
   const int64_t rows = x2.size(0), in = x2.size(1), out = w.size(0);
   const bool autocast = autocast_enabled() && x2.dtype() == kFloat32;
-  Tensor y = Tensor::empty({rows, out}, x2.dtype());
-  if (autocast) {
+  Tensor y = Tensor::empty({rows, out}, x2.dtype(), x2.device());
+  if (x2.is_cuda()) {  // cuBLASLt's epilogue adds the bias (and takes the ReLU) in the product's call
+    gpu_matmul(x2, w, y, false, true, rows, out, in, {0}, {0}, autocast, bias, relu);
+  } else if (autocast) {
     const auto path = cpu_capability();
     const float* pw = w.data<float>();
     std::shared_ptr<const kernels::PackedB> packed;
@@ -287,7 +294,7 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
     // d = g act'(x wᵀ + b); dx = d w, dw = dᵀ x, dbias = d's column sums.
     Tensor d;
     Tensor gb;
-    if (grad_enabled()) {  // recorded backward (higher order): the same from public ops
+    if (grad_enabled() || g.is_cuda()) {  // recorded backward (higher order), or on a GPU: from public ops
       d = relu ? where(gt(n.output(), 0.0), g, 0.0) : g;
       if (n.needs(2)) gb = sum_to(d, bias.shape());
     } else if (relu) {
@@ -338,8 +345,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   Tensor y;
   detail::check_same_device("linear", x, "input", weight, "weight");
   if (bias.defined()) detail::check_same_device("linear", x, "input", bias, "bias");
-  // The fused CPU kernel; on a GPU the product and then bias_act (cuBLASLt's epilogue: issue 48).
-  if (bias.defined() && x.dtype() != kBFloat16 && !x.is_cuda() && (act == Activation::kIdentity || act == Activation::kRelu)) {
+  // One node: on the CPU the fused kernel, on a GPU cuBLASLt's bias (and ReLU) epilogue.
+  if (bias.defined() && x.dtype() != kBFloat16 && (!x.is_cuda() || in > 0) &&
+      (act == Activation::kIdentity || act == Activation::kRelu)) {
     y = linear_fused(x2, weight, bias, act == Activation::kRelu);
   } else {
     y = matmul(x2, weight, false, true);

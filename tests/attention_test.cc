@@ -162,6 +162,21 @@ TEST(AttentionOps, WeightsAreRowStochasticAndRespectMasks) {
       for (int j = i + 1; j < 6; ++j) EXPECT_EQ(w[(h * 6 + i) * 6 + j], 0.0f);
 }
 
+// bfloat16 inputs: the float32 computation rounded once, and a bfloat16 gradient back to each input.
+TEST(AttentionOps, BFloat16IsFloat32RoundedOnce) {
+  tg::manual_seed(9);
+  Tensor q = tg::randn({2, 2, 5, 8}).to(tg::kBFloat16).requires_grad_(), k = tg::randn({2, 2, 7, 8}).to(tg::kBFloat16),
+         v = tg::randn({2, 2, 7, 8}).to(tg::kBFloat16);
+  Tensor out = tg::flash_attention(q, k, v, {.causal = true, .causal_offset = 2});
+  EXPECT_EQ(out.dtype(), tg::kBFloat16);
+  Tensor want = tg::flash_attention(q.detach().to(tg::kFloat32), k.to(tg::kFloat32), v.to(tg::kFloat32),
+                                    {.causal = true, .causal_offset = 2}).to(tg::kBFloat16);
+  EXPECT_EQ(out.to(tg::kFloat32).to_vector<float>(), want.to(tg::kFloat32).to_vector<float>());
+  tg::sum(out.to(tg::kFloat32)).backward();
+  EXPECT_EQ(q.grad().dtype(), tg::kBFloat16);
+  EXPECT_EQ(q.grad().shape(), q.shape());
+}
+
 TEST(AttentionOps, RowWithNoVisibleKeyGivesZero) {
   Tensor q = leaf({1, 2, 3}), k = leaf({1, 2, 3}), v = leaf({1, 2, 3});
   Tensor mask = tg::from_vector<int64_t>({1, 1, 0, 1}, {2, 2}).to(tg::kBool);  // query 0 sees nothing

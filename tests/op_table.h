@@ -75,6 +75,8 @@ inline std::vector<OpInfo> structured_ops() {
                  {f({3, 4}), f({3, 2}), f({3, 2})}});
   ops.push_back({"repeat_kv", [](const std::vector<Tensor>& x) { return tg::repeat_kv(x[0], 2); }, {f({1, 2, 3, 4})}});
   ops.push_back({"dropout", [](const std::vector<Tensor>& x) { return tg::dropout(x[0], 0.3, true); }, {f({4, 300})}});
+  ops.push_back({"linear", [](const std::vector<Tensor>& x) { return tg::linear(x[0], x[1], x[2], tg::Activation::kRelu); },
+                 {f({4, 3}), f({5, 3}), f({5})}});
   ops.push_back({"bias_act", [](const std::vector<Tensor>& x) { return tg::bias_act(x[0], x[1], tg::Activation::kRelu); }, {f({4, 3}), f({3})}});
   ops.push_back({"masked_fill", [](const std::vector<Tensor>& x) { return tg::masked_fill(x[0], x[1], 0.0); }, {f({2, 3}), tg::gt(f({2, 3}), 0.0)}});
   ops.push_back({"where", [](const std::vector<Tensor>& x) { return tg::where(x[0], x[1], x[2]); }, {tg::gt(f({2, 3}), 0.0), f({2, 3}), f({3})}});

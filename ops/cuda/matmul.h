@@ -52,6 +52,10 @@ struct GemmArgs {
   bool trans_b = false;
   void* C = nullptr;
   int64_t stride_c = 0;
+  // cuBLASLt's epilogue (one product, float32 or float64 C): C = act(op(A) op(B) + bias), bias [N]
+  // in C's type added to every row, act ReLU where relu (a linear layer in one call).
+  const void* bias = nullptr;
+  bool relu = false;
 };
 void gemm(const GemmArgs& args);
 

@@ -105,7 +105,7 @@ DeviceLt& device_lt(int device, const char* op) {
 
 // ---- Per shape: descriptors and the chosen algorithm -----------------------------------------------
 using Key = std::tuple<int, int, int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool,
-                       uintptr_t>;  // device, types, tf32, M, N, K, batch, strides, transposes, alignment
+                       uintptr_t, int>;  // device, types, tf32, M, N, K, batch, strides, transposes, alignment, epilogue
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -138,8 +138,9 @@ const Plan& plan_for(const GemmArgs& g, DeviceLt& d, const Lt& l) {
   // Alignment changes which algorithms apply: the key holds the pointers' 16-byte remainders.
   const uintptr_t align = (reinterpret_cast<uintptr_t>(g.A) % 16) | (reinterpret_cast<uintptr_t>(g.B) % 16) << 4 |
                           (reinterpret_cast<uintptr_t>(g.C) % 16) << 8;
+  const int epilogue = g.bias == nullptr ? 0 : g.relu ? 2 : 1;
   const Key key{g.device, static_cast<int>(g.in_type), static_cast<int>(g.out_type), g.tf32, g.M, g.N, g.K, g.batch,
-                g.stride_a, g.stride_b, g.stride_c, g.trans_a, g.trans_b, align};
+                g.stride_a, g.stride_b, g.stride_c, g.trans_a, g.trans_b, align, epilogue};
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans->find(key);
   if (it != plans->end()) return *it->second;
@@ -155,6 +156,12 @@ const Plan& plan_for(const GemmArgs& g, DeviceLt& d, const Lt& l) {
   check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), g.op, "transpose");
   check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), g.op, "transpose");
   const cudaDataType_t in = data_type(g.in_type), out = data_type(g.out_type);
+  if (epilogue != 0) {  // the bias runs along cuBLAS's rows (our columns); its pointer is set per call
+    const cublasLtEpilogue_t e = epilogue == 2 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), g.op, "epilogue");
+    check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out, sizeof out), g.op, "bias type");
+    check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias), g.op, "bias");
+  }
   p->a = layout(l, in, m.first.rows, m.first.cols, m.first.ld, g.batch, g.stride_b, g.op);    // cuBLAS's A: our B
   p->b = layout(l, in, m.second.rows, m.second.cols, m.second.ld, g.batch, g.stride_a, g.op);  // cuBLAS's B: our A
   p->c = layout(l, out, m.m, m.n, m.ldc, g.batch, g.stride_c, g.op);
@@ -184,6 +191,8 @@ void gemm(const GemmArgs& g) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   const Lt& l = lt(g.op);
   DeviceLt& d = device_lt(g.device, g.op);
+  TG_CHECK(g.bias == nullptr || (g.batch == 1 && g.out_type != Scalar::kBF16), g.op,
+           "a bias epilogue takes one product with a float32 or float64 output");
   if (g.K == 0) {  // an empty sum: zeros (cuBLAS is not asked about k = 0)
     const size_t elem = g.out_type == Scalar::kF64 ? 8 : g.out_type == Scalar::kBF16 ? 2 : 4;
     cuda_rt::fill_bytes(g.device, g.C, static_cast<size_t>(g.M * g.N * g.batch) * elem, 0, g.op);
@@ -194,6 +203,14 @@ void gemm(const GemmArgs& g) {
   const float one32 = 1.0f, zero32 = 0.0f;
   const bool f64 = g.in_type == Scalar::kF64;
   cudaStream_t s = static_cast<cudaStream_t>(cuda_rt::stream(g.device));
+  // A plan with an epilogue is shared by every call of its shape: its bias pointer is set and used
+  // under one lock (the call only queues the work).
+  static std::mutex epilogue_mu;
+  std::unique_lock<std::mutex> bias_lock(epilogue_mu, std::defer_lock);
+  if (g.bias != nullptr) {
+    bias_lock.lock();
+    check(l, l.desc_set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias), g.op, "bias");
+  }
   check(l, l.matmul(d.handle, p.desc, f64 ? static_cast<const void*>(&one64) : &one32, g.B, p.a, g.A, p.b,
                     f64 ? static_cast<const void*>(&zero64) : &zero32, g.C, p.c, g.C, p.c, &p.algo, d.workspace, kWorkspace, s),
         g.op, "matmul");

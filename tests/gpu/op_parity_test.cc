@@ -26,7 +26,7 @@ uint64_t parity_seed() {
 // Tolerances per dtype, relative to 1 + |expected|: float32 elementwise 1e-5, reductions and
 // products 1e-4 (the order of sums differs); float64 1e-12; bfloat16 1e-2.
 double tolerance(tg::DType d, const std::string& op) {
-  const bool summed = op == "matmul" || op == "sum" || op == "mean" || op == "var" || op == "logsumexp" ||
+  const bool summed = op == "matmul" || op == "linear" || op == "sum" || op == "mean" || op == "var" || op == "logsumexp" ||
                       op.find("softmax") != std::string::npos || op.find("norm") != std::string::npos ||
                       op.find("entropy") != std::string::npos || op == "nll_loss" || op == "flash_attention";
   if (d == tg::kFloat64) return 1e-12;
