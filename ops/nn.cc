@@ -357,6 +357,39 @@ Grads layer_norm_backward_composed(const Tensor& g, const Tensor& x, const Tenso
 }
 }  // namespace
 
+namespace {
+// Layer norm's (mean_t defined) or RMS norm's backward on a GPU from the saved statistics: the
+// gradients asked for, each undefined where not (ops/cuda/nn.h; fixed-order sums).
+Grads gpu_norm_backward(const char* op, const Tensor& x, const Tensor& g, const Tensor& w, const Tensor& mean_t,
+                        const Tensor& rstd_t, const Shape& norm_shape, bool want_x, bool want_w, bool want_b) {
+  const int64_t D = norm_shape.numel(), rows = D > 0 ? x.numel() / D : 0;
+  detail::check_same_device(op, x, "input", g, "gradient");
+  auto ptr = [](const Tensor& t) { return t.defined() ? detail::gpu_ptr(t) : nullptr; };
+  Tensor gx = want_x ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+  Tensor gw = want_w ? Tensor::empty(norm_shape, x.dtype(), x.device()) : Tensor();
+  Tensor gb = want_b ? Tensor::empty(norm_shape, x.dtype(), x.device()) : Tensor();
+  Tensor partial = want_w || want_b ? Tensor::empty({cuda_ops::norm_backward_scratch(rows, D)}, x.dtype(), x.device()) : Tensor();
+  cuda_ops::NormBackwardArgs a;
+  a.device = x.device().index;
+  a.op = op;
+  a.rms = !mean_t.defined();
+  a.type = detail::gpu_scalar(x.dtype());
+  a.x = detail::gpu_ptr(x);
+  a.g = detail::gpu_ptr(g);
+  a.w = ptr(w);
+  a.mean = ptr(mean_t);
+  a.rstd = detail::gpu_ptr(rstd_t);
+  a.gx = ptr(gx);
+  a.gw = ptr(gw);
+  a.gb = ptr(gb);
+  a.partial = ptr(partial);
+  a.rows = rows;
+  a.D = D;
+  cuda_ops::norm_backward(a);
+  return Grads{gx, gw, gb};
+}
+}  // namespace
+
 Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tensor& bias, double eps) {
   detail::check_float(x, "layer_norm");
   TG_CHECK(nd >= 1 && nd <= x.dim(), "layer_norm", "normalized_ndim {} must be between 1 and the input's rank {} (shape {})",
@@ -389,8 +422,12 @@ Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tenso
   }
   return record("layer_norm", out, {x, weight, bias},
                 [x, weight, bias, nd, eps, mean_t, rstd_t, rows, D](const Tensor& g, const Node& n) {
-    // Recorded (higher order), or on a GPU until its fused backward kernel lands: from public ops.
-    if (grad_enabled() || x.is_cuda()) return layer_norm_backward_composed(g, x, weight, bias, nd, eps, n);
+    if (grad_enabled()) return layer_norm_backward_composed(g, x, weight, bias, nd, eps, n);  // recorded: public ops
+    if (x.is_cuda()) {
+      return gpu_norm_backward("layer_norm", x, to(g, x.dtype()), weight, mean_t, rstd_t,
+                               Shape(x.shape().end() - nd, x.shape().end()), n.needs(0), weight.defined() && n.needs(1),
+                               bias.defined() && n.needs(2));
+    }
     Tensor gx = n.needs(0) ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
     Tensor gw = weight.defined() && n.needs(1) ? Tensor::empty(weight.shape(), x.dtype()) : Tensor();
     Tensor gb = bias.defined() && n.needs(2) ? Tensor::empty(bias.shape(), x.dtype()) : Tensor();
@@ -441,8 +478,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     });
   }
   return record("rms_norm", out, {x, weight}, [x, weight, eps, rstd_t, rows, D](const Tensor& g0, const Node& n) {
-    // Recorded (higher order), or on a GPU until its fused backward kernel lands: from public ops.
-    if (grad_enabled() || x.is_cuda()) return rms_norm_backward_composed(to(g0, x.dtype()), x, weight, eps, n);
+    if (grad_enabled()) return rms_norm_backward_composed(g0, x, weight, eps, n);  // recorded: public ops
+    if (x.is_cuda()) {
+      Grads gr = gpu_norm_backward("rms_norm", x, to(g0, x.dtype()), weight, Tensor(), rstd_t, Shape{D}, n.needs(0),
+                                   weight.defined() && n.needs(1), false);
+      return Grads{gr[0], gr[1]};
+    }
     Tensor g = to(g0, x.dtype());
     Tensor gx = n.needs(0) ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
     Tensor gw = weight.defined() && n.needs(1) ? Tensor::empty(weight.shape(), x.dtype()) : Tensor();

@@ -108,6 +108,60 @@ __global__ void norm_rows(bool rms, const T* x, const T* w, const T* b, T* y, T*
 }
 
 template <class T>
+__global__ void norm_backward_rows(bool rms, const T* x, const T* g, const T* w, const T* mean, const T* rstd, T* gx,
+                                   int64_t D) {
+  __shared__ T part[kRowThreads];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * D;
+  const T* gr = g + r * D;
+  const T m = rms ? T(0) : mean[r], rs = rstd[r];
+  T s1 = 0, s2 = 0;
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) {
+    const T xh = (xr[i] - m) * rs, dxh = w != nullptr ? gr[i] * w[i] : gr[i];
+    s1 += dxh;
+    s2 += dxh * xh;
+  }
+  const T mean_dxh = block_fold<T, false>(s1, part) / static_cast<T>(D);
+  const T mean_dxh_xh = block_fold<T, false>(s2, part) / static_cast<T>(D);
+  T* out = gx + r * D;
+  for (int64_t i = threadIdx.x; i < D; i += kRowThreads) {
+    const T xh = (xr[i] - m) * rs, dxh = w != nullptr ? gr[i] * w[i] : gr[i];
+    out[i] = rms ? rs * (dxh - xh * mean_dxh_xh) : rs * ((dxh - mean_dxh) - xh * mean_dxh_xh);
+  }
+}
+
+constexpr int64_t kNormChunk = 64;  // rows a partial sum of the parameters' gradients covers
+
+template <class T>
+__global__ void norm_param_partials(bool rms, const T* x, const T* g, const T* mean, const T* rstd, T* pw, T* pb,
+                                    int64_t rows, int64_t D) {
+  const int64_t c = blockIdx.x, j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  const int64_t r0 = c * kNormChunk, r1 = r0 + kNormChunk < rows ? r0 + kNormChunk : rows;
+  T sw = 0, sb = 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T gv = g[r * D + j];
+    if (pw != nullptr) sw += gv * ((x[r * D + j] - (rms ? T(0) : mean[r])) * rstd[r]);
+    sb += gv;
+  }
+  if (pw != nullptr) pw[c * D + j] = sw;
+  if (pb != nullptr) pb[c * D + j] = sb;
+}
+
+template <class T>
+__global__ void norm_param_finish(const T* pw, const T* pb, T* gw, T* gb, int64_t chunks, int64_t D) {
+  TG_GRID_LOOP(j, D) {
+    T sw = 0, sb = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (gw != nullptr) sw += pw[c * D + j];
+      if (gb != nullptr) sb += pb[c * D + j];
+    }
+    if (gw != nullptr) gw[j] = sw;
+    if (gb != nullptr) gb[j] = sb;
+  }
+}
+
+template <class T>
 __global__ void bias_act_kernel(math::Unary act, const T* x, const T* bias, T* y, int64_t n, int64_t D) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -244,6 +298,38 @@ void norm(const NormArgs& a) {
           a.rms, static_cast<const T*>(a.x) + r * a.D, static_cast<const T*>(a.w), static_cast<const T*>(a.b),
           static_cast<T*>(a.y) + r * a.D, a.rms ? nullptr : static_cast<T*>(a.mean) + r, static_cast<T*>(a.rstd) + r, a.D,
           static_cast<T>(a.eps));
+    }
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+int64_t norm_backward_scratch(int64_t rows, int64_t D) { return 2 * ((rows + kNormChunk - 1) / kNormChunk) * D; }
+
+void norm_backward(const NormBackwardArgs& a) {
+  if (a.rows * a.D == 0) return;
+  cudaStream_t s = stream_of(a.device);
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a.x);
+    const T* g = static_cast<const T*>(a.g);
+    const T* mean = static_cast<const T*>(a.mean);
+    const T* rstd = static_cast<const T*>(a.rstd);
+    if (a.gx != nullptr) {
+      by_row_chunks(a.rows, [&](int64_t r, unsigned n) {
+        norm_backward_rows<T><<<n, kRowThreads, 0, s>>>(a.rms, x + r * a.D, g + r * a.D, static_cast<const T*>(a.w),
+                                                        a.rms ? nullptr : mean + r, rstd + r, static_cast<T*>(a.gx) + r * a.D,
+                                                        a.D);
+      });
+    }
+    if (a.gw != nullptr || a.gb != nullptr) {
+      const int64_t chunks = (a.rows + kNormChunk - 1) / kNormChunk;
+      T* pw = static_cast<T*>(a.partial);
+      T* pb = pw + chunks * a.D;
+      const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.D + kThreads - 1) / kThreads));
+      norm_param_partials<T><<<grid, kThreads, 0, s>>>(a.rms, x, g, mean, rstd, a.gw != nullptr ? pw : nullptr,
+                                                       a.gb != nullptr ? pb : nullptr, a.rows, a.D);
+      norm_param_finish<T><<<blocks_for(a.D), kThreads, 0, s>>>(pw, pb, static_cast<T*>(a.gw), static_cast<T*>(a.gb),
+                                                                chunks, a.D);
     }
   });
   cuda_rt::after_launch(a.device, a.op);

@@ -41,6 +41,30 @@ struct NormArgs {
 };
 void norm(const NormArgs& args);
 
+// Their backward from the saved statistics: gx a row a block (layer norm: rstd (dxhat - mean(dxhat)
+// - xhat mean(dxhat xhat)); RMS norm without the mean terms; dxhat = g w), and the parameters'
+// gradients gw = sum over rows of g xhat, gb = sum of g, in two fixed-order passes: partial sums
+// over chunks of rows, then the chunks in order (`partial`: norm_backward_scratch(rows, D)
+// elements of the type). Any of gx, gw, gb may be null (not wanted).
+struct NormBackwardArgs {
+  int device = 0;
+  const char* op = "";
+  bool rms = false;
+  Scalar type = Scalar::kF32;
+  const void* x = nullptr;
+  const void* g = nullptr;
+  const void* w = nullptr;
+  const void* mean = nullptr;
+  const void* rstd = nullptr;
+  void* gx = nullptr;
+  void* gw = nullptr;
+  void* gb = nullptr;
+  void* partial = nullptr;
+  int64_t rows = 0, D = 0;
+};
+int64_t norm_backward_scratch(int64_t rows, int64_t D);
+void norm_backward(const NormBackwardArgs& args);
+
 // y = act(x + bias) over rows of D; act is one of math::Unary's codes (kAffine with a = 1, b = 0
 // for the identity, kRelu, kGeluErf, kGeluTanh).
 struct BiasActArgs {
