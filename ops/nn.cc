@@ -498,6 +498,25 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 
 // ---- Bias + activation ---------------------------------------------------------------------
 
+namespace {
+// bias_act's GPU arguments but the output (ops/cuda/nn.h): the activation as math::Unary's code.
+cuda_ops::BiasActArgs gpu_bias_act_args(const Tensor& x, const Tensor& bias, Activation act, int64_t rows, int64_t D) {
+  cuda_ops::BiasActArgs args;
+  args.device = x.device().index;
+  args.op = "bias_act";
+  args.act = act == Activation::kRelu       ? cuda_ops::math::Unary::kRelu
+             : act == Activation::kGelu     ? cuda_ops::math::Unary::kGeluErf
+             : act == Activation::kGeluTanh ? cuda_ops::math::Unary::kGeluTanh
+                                            : cuda_ops::math::Unary::kAffine;
+  args.type = detail::gpu_scalar(x.dtype());
+  args.x = detail::gpu_ptr(x);
+  args.bias = detail::gpu_ptr(bias);
+  args.rows = rows;
+  args.D = D;
+  return args;
+}
+}  // namespace
+
 Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
   detail::check_float(x, "bias_act");
   detail::check_float(bias, "bias_act");
@@ -511,19 +530,8 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.is_cuda()) {
     dispatch_float(x.dtype(), "bias_act", [](auto) {});
-    cuda_ops::BiasActArgs args;
-    args.device = x.device().index;
-    args.op = "bias_act";
-    args.act = act == Activation::kRelu       ? cuda_ops::math::Unary::kRelu
-               : act == Activation::kGelu     ? cuda_ops::math::Unary::kGeluErf
-               : act == Activation::kGeluTanh ? cuda_ops::math::Unary::kGeluTanh
-                                              : cuda_ops::math::Unary::kAffine;
-    args.type = detail::gpu_scalar(x.dtype());
-    args.x = detail::gpu_ptr(x);
-    args.bias = detail::gpu_ptr(bias);
+    cuda_ops::BiasActArgs args = gpu_bias_act_args(x, bias, act, rows, D);
     args.y = detail::gpu_ptr(y);
-    args.rows = rows;
-    args.D = D;
     cuda_ops::bias_act(args);
   } else {
     dispatch_float(x.dtype(), "bias_act", [&](auto tag) {
@@ -539,7 +547,17 @@ Tensor bias_act(const Tensor& x, const Tensor& bias, Activation act) {
   }
   return record("bias_act", y, {x, bias}, [x, bias, act, rows, D](const Tensor& g0, const Node& n) {
     Tensor g = to(g0, x.dtype());
-    if (grad_enabled() || x.is_cuda()) {  // recorded backward, or on a GPU: the same derivative from public ops
+    if (x.is_cuda() && !grad_enabled()) {  // one pass for dx, two fixed-order passes for the bias's sums
+      detail::check_same_device("bias_act", x, "input", g, "gradient");
+      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      Tensor db = n.needs(1) ? Tensor::empty(bias.shape(), x.dtype(), x.device()) : Tensor();
+      Tensor partial = db.defined() ? Tensor::empty({cuda_ops::norm_backward_scratch(rows, D)}, x.dtype(), x.device()) : Tensor();
+      cuda_ops::bias_act_backward(gpu_bias_act_args(x, bias, act, rows, D), detail::gpu_ptr(g), detail::gpu_ptr(dx),
+                                  db.defined() ? detail::gpu_ptr(db) : nullptr,
+                                  partial.defined() ? detail::gpu_ptr(partial) : nullptr);
+      return Grads{n.needs(0) ? dx : Tensor(), db};
+    }
+    if (grad_enabled()) {  // recorded backward: the same derivative from public ops
       Tensor pre = add(x, bias);
       Tensor d;
       switch (act) {

@@ -235,6 +235,18 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const u
   }
 }
 
+template <class T>
+__global__ void bias_act_backward_kernel(math::Unary act, const T* g, const T* x, const T* bias, T* dx, int64_t n, int64_t D) {
+  TG_GRID_LOOP(i, n) {
+    const T pre = x[i] + bias[i % D];
+    T d = g[i];
+    if (act == math::Unary::kRelu) d = pre > T(0) ? g[i] : T(0);
+    else if (act == math::Unary::kGeluErf) d = math::binary<T>(math::Binary::kGeluErfGrad, g[i], pre);
+    else if (act == math::Unary::kGeluTanh) d = math::binary<T>(math::Binary::kGeluTanhGrad, g[i], pre);
+    dx[i] = d;
+  }
+}
+
 template <class F>
 void float_types(Scalar t, F&& f) {
   if (t == Scalar::kF64) f(double{});
@@ -397,6 +409,26 @@ void dropout(const DropoutArgs& a) {
     dropout_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n,
                                                            a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
                                                            static_cast<T>(a.scale));
+  });
+  cuda_rt::after_launch(a.device, a.op);
+}
+
+void bias_act_backward(const BiasActArgs& a, const void* g, void* dx, void* db, void* partial) {
+  const int64_t n = a.rows * a.D;
+  if (n == 0) return;
+  cudaStream_t s = stream_of(a.device);
+  float_types(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    bias_act_backward_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(a.act, static_cast<const T*>(g), static_cast<const T*>(a.x),
+                                                                   static_cast<const T*>(a.bias), static_cast<T*>(dx), n, a.D);
+    if (db != nullptr) {  // column sums of dx, as the norms' bias gradient
+      const int64_t chunks = (a.rows + kNormChunk - 1) / kNormChunk;
+      T* pb = static_cast<T*>(partial);
+      const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.D + kThreads - 1) / kThreads));
+      norm_param_partials<T><<<grid, kThreads, 0, s>>>(true, nullptr, static_cast<const T*>(dx), nullptr, nullptr, nullptr, pb,
+                                                       a.rows, a.D);
+      norm_param_finish<T><<<blocks_for(a.D), kThreads, 0, s>>>(nullptr, pb, nullptr, static_cast<T*>(db), chunks, a.D);
+    }
   });
   cuda_rt::after_launch(a.device, a.op);
 }

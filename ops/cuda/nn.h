@@ -78,6 +78,10 @@ struct BiasActArgs {
   int64_t rows = 0, D = 0;
 };
 void bias_act(const BiasActArgs& args);
+// Its backward: dx = g act'(x + bias) (g given, dx out; x and bias from args), and db = dx's column
+// sums in the norms' two fixed-order passes (`partial`: norm_backward_scratch(rows, D) elements;
+// db may be null).
+void bias_act_backward(const BiasActArgs& args, const void* g, void* dx, void* db, void* partial);
 
 // Targets of a classification loss over classes [0, C): safe[i] = target[i], or 0 where it is
 // ignore_index or out of range; valid[i] = 1 where it counts, else 0, in the loss's float type. A

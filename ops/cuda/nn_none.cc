@@ -8,6 +8,9 @@ void softmax_backward(const SoftmaxArgs& a, const void*) { detail::fail(a.op, "t
 void norm(const NormArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 int64_t norm_backward_scratch(int64_t, int64_t) { return 0; }
 void norm_backward(const NormBackwardArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void bias_act_backward(const BiasActArgs& a, const void*, void*, void*, void*) {
+  detail::fail(a.op, "this tapegrad was built without CUDA");
+}
 void bias_act(const BiasActArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void class_targets(const TargetArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void cross_entropy(const CrossEntropyArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
