@@ -96,14 +96,32 @@ void for_each_product(int64_t nb, int64_t mnk, const F& one) {
 // The products of matmul_nd on a GPU: one strided-batched cuBLASLt call where the batch offsets
 // are uniform (no broadcast, or one operand shared by the whole batch), else one call a product.
 // Under autocast the float32 operands are rounded to bfloat16 first (float32 sums and output).
+// Autocast's bfloat16 copy of a float32 GPU weight, kept in its storage's derived slot 0 (CPU packs
+// use the slots of CPU storages only) under a key of its version; remade when stale.
+constexpr int kGpuBf16Slot = 0;
+uint64_t gpu_bf16_key(uint64_t version) { return (version << 1) | 1; }
+bool whole_weight(const Tensor& w) {
+  return w.is_cuda() && w.dtype() == kFloat32 && w.is_leaf() && w.requires_grad() && w.impl().offset == 0 &&
+         static_cast<size_t>(w.numel()) * sizeof(float) <= w.impl().storage->nbytes();
+}
+Tensor autocast_operand(const Tensor& x) {
+  NoGradGuard ng;  // the backward recomputes its own products
+  if (!whole_weight(x)) return to(x.detach(), kBFloat16);
+  const Storage& st = *x.impl().storage;
+  const uint64_t key = gpu_bf16_key(st.version());
+  if (auto c = std::static_pointer_cast<const Tensor>(st.derived(kGpuBf16Slot, key)); c && c->shape() == x.shape()) return *c;
+  auto c = std::make_shared<const Tensor>(to(x.detach(), kBFloat16));
+  st.set_derived(kGpuBf16Slot, key, c);
+  return *c;
+}
+
 void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                 const std::vector<int64_t>& aoff, const std::vector<int64_t>& boff, bool autocast,
                 const Tensor& bias = Tensor(), bool relu = false) {
   Tensor a = a0, b = b0;
-  if (autocast) {
-    NoGradGuard ng;  // the backward recomputes its own products
-    a = to(a0.detach(), kBFloat16);
-    b = to(b0.detach(), kBFloat16);
+  if (autocast) {  // weights from their kept bfloat16 copies
+    a = autocast_operand(a0);
+    b = autocast_operand(b0);
   }
   cuda_ops::GemmArgs g;
   g.device = a.device().index;
@@ -323,6 +341,18 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
   }, relu);
 }
 }  // namespace
+
+namespace detail {
+Tensor gpu_bf16_copy(const Tensor& w) {
+  if (!whole_weight(w)) return Tensor();
+  auto c = std::static_pointer_cast<const Tensor>(w.impl().storage->derived_any(kGpuBf16Slot));
+  return c && c->shape() == w.shape() ? *c : Tensor();
+}
+void mark_gpu_bf16_copy_fresh(const Tensor& w) {
+  const Storage& st = *w.impl().storage;
+  if (auto c = st.derived_any(kGpuBf16Slot)) st.set_derived(kGpuBf16Slot, gpu_bf16_key(st.version()), std::move(c));
+}
+}  // namespace detail
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   detail::check_float(x, "linear");

@@ -27,4 +27,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // A no-op for a weight without packs. The optimizers call it after each parameter's update.
 void refresh_autocast_packs(const Tensor& weight);
 
+namespace detail {
+// On a GPU, autocast keeps a bfloat16 copy of each float32 weight (a leaf that requires grad) with
+// its storage, made at its first product and valid for the storage's version; the optimizers
+// rewrite it in their update pass. gpu_bf16_copy: the copy if one exists (of any version), else an
+// undefined tensor; mark_gpu_bf16_copy_fresh: the update just queued wrote it for the new version.
+Tensor gpu_bf16_copy(const Tensor& weight);
+void mark_gpu_bf16_copy_fresh(const Tensor& weight);
+}  // namespace detail
+
 }  // namespace tg

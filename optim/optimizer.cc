@@ -33,6 +33,9 @@ class GpuUpdates {
   ~GpuUpdates() = default;
   void add(const std::string& name, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, double step_size,
            double inv_sqrt_bc2, bool first) {
+    // Autocast's bfloat16 copy of p, if it has one: rewritten by the same pass, valid for p's new
+    // version (p's storage version was bumped before this update).
+    const Tensor copy = detail::gpu_bf16_copy(p);
     if (!device_.is_cuda()) {
       device_ = p.device();
       if (skip_ != nullptr) {
@@ -53,6 +56,8 @@ class GpuUpdates {
     t.table.step_size[i] = step_size;
     t.table.inv_sqrt_bc2[i] = inv_sqrt_bc2;
     t.table.first[i] = first;
+    t.table.bf16[i] = copy.defined() ? detail::gpu_ptr(copy) : nullptr;
+    if (copy.defined()) detail::mark_gpu_bf16_copy_fresh(p);
     t.grads.push_back(g);
     if (t.table.count == cuda_ops::kMaxTensors) launch(t, p.dtype());
   }

@@ -2,6 +2,7 @@
 // table (which tensor: a binary search over the blocks' prefix), the update formulas of
 // ops/kernels/optim_formula.h, and the norm's sums in a fixed tree (deterministic).
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/optim.h"
@@ -46,6 +47,14 @@ __device__ Chunk chunk_of(const OptimTable& t, const BlockMap& m) {
   return {i, start, start + kOptimChunk < t.n[i] ? start + kOptimChunk : t.n[i]};
 }
 
+// Autocast's bfloat16 copy of a float32 parameter, rewritten with its update (float64: none).
+template <class T>
+__device__ void write_copy(void* copy, int64_t j, T value) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (copy != nullptr) static_cast<uint16_t*>(copy)[j] = math::float_to_bf16(value);
+  }
+}
+
 __device__ void raise_flag(int64_t* flag, int64_t step) {
   if (atomicCAS(reinterpret_cast<unsigned long long*>(flag), 0ull, 1ull) == 0ull) {
     flag[1] = step;
@@ -71,6 +80,7 @@ __global__ void adam_kernel(__grid_constant__ const OptimTable t, __grid_constan
     p[j] = pj;
     m[j] = mj;
     v[j] = vj;
+    write_copy(t.bf16[i], j, pj);
   }
 }
 
@@ -88,6 +98,7 @@ __global__ void sgd_kernel(__grid_constant__ const OptimTable t, __grid_constant
     T pj = p[j];
     kernels::sgd_element(pj, g[j], buf != nullptr ? buf + j : nullptr, lr, wd, mu, dampening, nesterov, t.first[i]);
     p[j] = pj;
+    write_copy(t.bf16[i], j, pj);
   }
 }
 

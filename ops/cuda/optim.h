@@ -25,6 +25,7 @@ struct OptimTable {
   double step_size[kMaxTensors] = {};
   double inv_sqrt_bc2[kMaxTensors] = {};
   bool first[kMaxTensors] = {};
+  void* bf16[kMaxTensors] = {};  // float32 parameters: autocast's bfloat16 copy, rewritten in the pass (or null)
 };
 
 // The non-finite flag in device memory: int64 [raised, first step].

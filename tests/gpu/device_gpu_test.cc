@@ -537,3 +537,32 @@ TEST(Gpu, SortedIndexAddGivesTheCpusBits) {
 }
 
 }  // namespace
+
+namespace {
+
+// Under autocast a GPU weight's bfloat16 copy is made once and kept: a second product launches no
+// conversion for it; the optimizer rewrites the copy in its update pass, so the next product sees
+// the updated weight exactly as a fresh conversion would.
+TEST(Gpu, AutocastKeepsEachWeightsBFloat16CopyAndTheOptimizerRefreshesIt) {
+  TG_NEED_GPU();
+  tg::manual_seed(23);
+  Tensor w = tg::randn({64, 32}).to(kGpu).requires_grad_();
+  const Tensor x = tg::randn({8, 32}).to(kGpu);
+  tg::AdamW opt({{"w", w}}, {.lr = 0.1});
+  for (int step = 0; step < 3; ++step) {
+    tg::AutocastGuard autocast(tg::kBFloat16);
+    const uint64_t k0 = tg::cuda::kernel_launches();
+    Tensor y1 = tg::matmul(x, w, false, true);
+    const uint64_t k1 = tg::cuda::kernel_launches();
+    Tensor y2 = tg::matmul(x, w, false, true);
+    const uint64_t k2 = tg::cuda::kernel_launches();
+    EXPECT_LT(k2 - k1, k1 - k0) << "step " << step << ": the second product reuses the weight's copy";
+    const Tensor fresh = tg::matmul(x, w.detach(), false, true);  // not a weight: converted afresh
+    EXPECT_EQ(bytes_of(y2.to(tg::kCPU)), bytes_of(fresh.to(tg::kCPU))) << "step " << step;
+    opt.zero_grad();
+    tg::sum(y1).backward();
+    opt.step();
+  }
+}
+
+}  // namespace
