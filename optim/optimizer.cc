@@ -350,6 +350,9 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFi
   TG_CHECK(max_norm >= 0, op, "max_norm must be >= 0 (0: no clipping), got {}", max_norm);
   TG_CHECK(scale > 0 && std::isfinite(scale), op, "scale must be positive and finite, got {}", scale);
   const Device device = grads_device(params, op);
+  bool any = false;
+  for (const Tensor& p : params) any = any || p.grad().defined();
+  if (!any) return full({}, 0.0, kFloat64, flag != nullptr ? flag->device() : device);  // no gradient: norm 0
   if (flag != nullptr) {
     TG_CHECK(flag->device() == device, op, "the flag is on {}, the gradients on {}", flag->device(), device);
   }

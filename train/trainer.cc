@@ -835,7 +835,10 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
     const double smooth = ema_weight > 0 ? ema / ema_weight : NAN;
     if (progress) {
       progress->update(state_.step - bar_start,
-                       fmt::format("epoch {}  loss {:.4f}  lr {:.2e}", state_.epoch + (epoch_done ? 0 : 1), smooth, opt_.lr()),
+                       std::isnan(smooth) && on_gpu  // on a GPU: no loss read yet
+                           ? fmt::format("epoch {}  lr {:.2e}", state_.epoch + (epoch_done ? 0 : 1), opt_.lr())
+                           : fmt::format("epoch {}  loss {:.4f}  lr {:.2e}", state_.epoch + (epoch_done ? 0 : 1), smooth,
+                                         opt_.lr()),
                        static_cast<int64_t>(units));
     }
 
