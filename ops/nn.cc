@@ -648,7 +648,7 @@ struct DropoutKeys {
 };
 
 // y = x where the mask keeps it, times scale; 0 where it drops it. On x's device, the same bits
-// on the CPU and a GPU (ops/kernels/dropout_hash.h).
+// on the CPU and a GPU (ops/cuda/math.h's dropout_element, tested against the CPU kernel).
 Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t len = keys.rows ? x.size(x.dim() - 1) : 0, rows = keys.rows ? static_cast<int64_t>(keys.rows->size()) : 0;

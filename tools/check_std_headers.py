@@ -95,7 +95,7 @@ chrono: chrono::steady_clock chrono::system_clock chrono::high_resolution_clock 
 ratio: milli micro nano ratio
 thread: thread this_thread::sleep_for this_thread::yield this_thread::get_id
   thread::hardware_concurrency jthread
-mutex: mutex lock_guard unique_lock scoped_lock call_once once_flag recursive_mutex
+mutex: mutex lock_guard unique_lock scoped_lock call_once once_flag recursive_mutex defer_lock try_to_lock adopt_lock
 shared_mutex: shared_mutex shared_lock
 condition_variable: condition_variable condition_variable_any
 atomic: atomic memory_order memory_order_relaxed memory_order_acquire memory_order_release

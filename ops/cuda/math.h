@@ -2,7 +2,8 @@
 // Per-element formulas of the GPU's elementwise ops, one definition for device and host (TG_HD):
 // tests/cuda_host_test.cc checks them on the CPU against the CPU's ops, so CI catches a wrong
 // formula without a GPU. They follow ops/kernels/elementwise.h's definitions (NaN propagation of
-// maximum/minimum, sign(0) = 0, relu(NaN) = 0, the two GELU forms, bfloat16 rounding).
+// maximum/minimum, sign(0) = 0, relu(NaN) = 0, the two GELU forms, bfloat16 rounding), and those
+// of dropout's mask and the optimizers' updates (ops/kernels/dropout.h, ops/kernels/optim.h).
 #include <math.h>  // expf, erff, ...: the names CUDA's device math library also defines
 #include <cstdint>
 #include <cstring>
@@ -150,6 +151,48 @@ TG_HD bool compare(Compare op, T a, T b) {
     case Compare::kOr: return a != T(0) || b != T(0);
   }
   return false;
+}
+
+// ---- Dropout's mask, as ops/kernels/dropout.h ---------------------------------------------------
+// Element c of a call keyed by k = (k1, k2) is kept when hash(c) >= p 2^32, compared on the top 31
+// bits; the hash is two rounds of MurmurHash3's 32-bit finaliser. float multiplies by the mask (a
+// dropped NaN stays NaN, as the CPU's vector path does); other types select.
+TG_HD uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  return h ^ (h >> 16);
+}
+TG_HD uint32_t dropout_hash(uint32_t c, uint32_t k1, uint32_t k2) { return fmix32(fmix32(c ^ k1) ^ k2); }
+template <class T>
+TG_HD T dropout_element(T x, uint32_t c, uint32_t k1, uint32_t k2, int32_t thr31, T scale) {
+  const bool keep = static_cast<int32_t>(dropout_hash(c, k1, k2) >> 1) >= thr31;
+  if constexpr (sizeof(T) == sizeof(float)) return x * (keep ? scale : T(0));
+  else return keep ? x * scale : T(0);
+}
+
+// ---- Optimizer updates, as ops/kernels/optim.h's scalar tails (torch.optim's order) -------------
+// Adam / AdamW: g += wd_l2 p; p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g²;
+// p -= step_size m / (sqrt(v) inv_sqrt_bc2 + eps).
+template <class T>
+TG_HD void adam_element(T& p, T g, T& m, T& v, T b1, T b2, T eps, T step_size, T inv_sqrt_bc2, T wd_l2, T decay) {
+  const T gg = g + wd_l2 * p;
+  const T pp = p * decay;
+  m = b1 * m + (T(1) - b1) * gg;
+  v = b2 * v + (T(1) - b2) * gg * gg;
+  p = pp - step_size * (m / (m_sqrt(v) * inv_sqrt_bc2 + eps));
+}
+// SGD: g += wd p; with momentum (buf non-null) buf = first ? g : mu buf + (1 - dampening) g and
+// d = nesterov ? g + mu buf : buf; p -= lr d.
+template <class T>
+TG_HD void sgd_element(T& p, T g, T* buf, T lr, T wd, T mu, T dampening, bool nesterov, bool first) {
+  T gg = g + wd * p;
+  if (buf != nullptr) {
+    *buf = first ? gg : mu * *buf + (T(1) - dampening) * gg;
+    gg = nesterov ? gg + mu * *buf : *buf;
+  }
+  p = p - lr * gg;
 }
 
 }  // namespace tg::cuda_ops::math

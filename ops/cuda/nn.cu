@@ -5,7 +5,6 @@
 
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/nn.h"
-#include "ops/kernels/dropout_hash.h"
 
 namespace tg::cuda_ops {
 namespace {
@@ -231,7 +230,7 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const u
       k = row_keys[i / len];
       c = static_cast<uint32_t>(i % len);
     }
-    y[i] = kernels::dropout_element<T>(x[i], c, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32), thr31, scale);
+    y[i] = math::dropout_element<T>(x[i], c, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32), thr31, scale);
   }
 }
 

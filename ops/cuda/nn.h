@@ -118,7 +118,7 @@ struct CrossEntropyArgs {
 void cross_entropy(const CrossEntropyArgs& args);
 void cross_entropy_backward(const CrossEntropyArgs& args);
 
-// Dropout, bit for bit the CPU's mask (ops/kernels/dropout_hash.h): y = x scaled where kept. With
+// Dropout, bit for bit the CPU's mask (math::dropout_element): y = x scaled where kept. With
 // row_keys (device memory, one key a row of `len` elements), element j of row r is counter j of
 // row_keys[r]; without, element i of the n is counter i of `key`.
 struct DropoutArgs {

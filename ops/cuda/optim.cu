@@ -1,12 +1,11 @@
 // The optimizers' GPU kernels: a block per chunk of kOptimChunk elements of one tensor of the
 // table (which tensor: a binary search over the blocks' prefix), the update formulas of
-// ops/kernels/optim_formula.h, and the norm's sums in a fixed tree (deterministic).
+// ops/cuda/math.h (the CPU kernels' scalar tails), and the norm's sums in a fixed tree (deterministic).
 #include <cstdint>
 #include <type_traits>
 
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/optim.h"
-#include "ops/kernels/optim_formula.h"
 
 namespace tg::cuda_ops {
 namespace {
@@ -76,7 +75,7 @@ __global__ void adam_kernel(__grid_constant__ const OptimTable t, __grid_constan
   const T step_size = static_cast<T>(t.step_size[i]), inv = static_cast<T>(t.inv_sqrt_bc2[i]);
   for (int64_t j = start + threadIdx.x; j < end; j += blockDim.x) {
     T pj = p[j], mj = m[j], vj = v[j];
-    kernels::adam_element(pj, g[j], mj, vj, b1, b2, eps, step_size, inv, wd_l2, decay);
+    math::adam_element(pj, g[j], mj, vj, b1, b2, eps, step_size, inv, wd_l2, decay);
     p[j] = pj;
     m[j] = mj;
     v[j] = vj;
@@ -96,7 +95,7 @@ __global__ void sgd_kernel(__grid_constant__ const OptimTable t, __grid_constant
   T* buf = static_cast<T*>(t.m[i]);
   for (int64_t j = start + threadIdx.x; j < end; j += blockDim.x) {
     T pj = p[j];
-    kernels::sgd_element(pj, g[j], buf != nullptr ? buf + j : nullptr, lr, wd, mu, dampening, nesterov, t.first[i]);
+    math::sgd_element(pj, g[j], buf != nullptr ? buf + j : nullptr, lr, wd, mu, dampening, nesterov, t.first[i]);
     p[j] = pj;
     write_copy(t.bf16[i], j, pj);
   }

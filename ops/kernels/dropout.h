@@ -3,18 +3,31 @@
 // hash(k, i) >= p * 2^32. Any element's bit can be recomputed from (k, i) alone, so the
 // forward stores no mask (the backward regenerates it), chunks can run on any thread, and the
 // result never depends on the thread count. The hash is two rounds of MurmurHash3's 32-bit
-// finaliser keyed by the two halves of k (one 64-bit draw from the global generator per call);
-// dropout_hash.h holds the per-element formula the GPU shares.
+// finaliser keyed by the two halves of k (one 64-bit draw from the global generator per call).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
-#include "dropout_hash.h"
 #include "parallel.h"
 #include "simd.h"
 
 namespace tg::kernels {
+
+template <class V>
+inline V fmix32(V h) {
+  h = h ^ (h >> 16);
+  h = h * V(0x85ebca6bu);
+  h = h ^ (h >> 13);
+  h = h * V(0xc2b2ae35u);
+  return h ^ (h >> 16);
+}
+
+// The random bits of element counter c (a scalar or a vector of counters) of a call keyed by (k1, k2).
+template <class V>
+inline V dropout_hash(V c, uint32_t k1, uint32_t k2) {
+  return fmix32(fmix32(c ^ V(k1)) ^ V(k2));
+}
 
 // 0, 1, ..., W - 1: the counters of one vector's lanes, to add to its first element's.
 inline xsimd::batch<uint32_t> lane_counters() {
@@ -56,7 +69,10 @@ void dropout_run(const T* x, T* y, int64_t n, uint64_t key, int64_t first, int32
       const F m = bitcast<F>(xsimd::select(b >= vthr, vscale, zero));
       (F::load_unaligned(x + j) * m).store_unaligned(y + j);
     }
-    for (; j < n; ++j) y[j] = dropout_element(x[j], static_cast<uint32_t>(first + j), k1, k2, thr31, scale);
+    for (; j < n; ++j) {
+      const uint32_t bits = dropout_hash(static_cast<uint32_t>(first + j), k1, k2);
+      y[j] = x[j] * (static_cast<int32_t>(bits >> 1) >= thr31 ? scale : T(0));
+    }
   } else {
     alignas(64) uint32_t bits[2048];
     for (; j < n; j += 2048) {

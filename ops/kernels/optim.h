@@ -1,14 +1,13 @@
 #pragma once
 // Optimizer update kernels: one pass over a parameter, its gradient and its state, vectorized with
-// xsimd and a scalar tail (optim_formula.h, which the GPU's kernel shares). The arithmetic follows
-// torch.optim's order of operations so that trajectories match it to rounding.
+// xsimd and a scalar tail. The arithmetic follows torch.optim's order of operations so that
+// trajectories match it to rounding.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "optim_formula.h"
 #include "parallel.h"
 #include "simd.h"
 
@@ -44,7 +43,13 @@ void adam_update(T* p, const T* g, T* m, T* v, int64_t n, T b1, T b2, T eps, T s
       vv.store_unaligned(v + i);
       pp.store_unaligned(p + i);
     }
-    for (; i < i1; ++i) adam_element(p[i], g[i], m[i], v[i], b1, b2, eps, step_size, inv_sqrt_bc2, wd_l2, decoupled);
+    for (; i < i1; ++i) {
+      T gg = g[i] + wd_l2 * p[i];
+      T pp = p[i] * decoupled;
+      m[i] = b1 * m[i] + (T(1) - b1) * gg;
+      v[i] = b2 * v[i] + (T(1) - b2) * gg * gg;
+      p[i] = pp - step_size * (m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps));
+    }
   });
 }
 
@@ -67,7 +72,14 @@ void sgd_update(T* p, const T* g, T* buf, int64_t n, T lr, T wd, T mu, T dampeni
       }
       (pp - vlr * gg).store_unaligned(p + i);
     }
-    for (; i < i1; ++i) sgd_element(p[i], g[i], buf ? buf + i : nullptr, lr, wd, mu, dampening, nesterov, first);
+    for (; i < i1; ++i) {
+      T gg = g[i] + wd * p[i];
+      if (buf) {
+        buf[i] = first ? gg : mu * buf[i] + (T(1) - dampening) * gg;
+        gg = nesterov ? gg + mu * buf[i] : buf[i];
+      }
+      p[i] = p[i] - lr * gg;
+    }
   });
 }
 
