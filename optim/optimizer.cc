@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "graph/factory.h"
 #include "graph/node.h"
@@ -234,14 +235,20 @@ SGD::SGD(NamedTensors params, const SGDOptions& o) : Optimizer(std::move(params)
 void SGD::step() {
   if (skip_on_cpu()) return;
   ++steps_;
-  cuda_ops::OptimArgs proto;
-  proto.adam = false;
-  proto.lr = lr_;
-  proto.wd = opts.weight_decay;
-  proto.mu = opts.momentum;
-  proto.dampening = opts.dampening;
-  proto.nesterov = opts.nesterov;
-  GpuUpdates gpu("SGD", proto, skip_flag_);
+  std::optional<GpuUpdates> gpu;  // made at the first parameter on a GPU: a CPU step builds no launch tables
+  auto gpu_updates = [&]() -> GpuUpdates& {
+    if (!gpu) {
+      cuda_ops::OptimArgs proto;
+      proto.adam = false;
+      proto.lr = lr_;
+      proto.wd = opts.weight_decay;
+      proto.mu = opts.momentum;
+      proto.dampening = opts.dampening;
+      proto.nesterov = opts.nesterov;
+      gpu.emplace("SGD", proto, skip_flag_);
+    }
+    return *gpu;
+  };
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
@@ -255,7 +262,7 @@ void SGD::step() {
       first = true;
     }
     if (p.is_cuda()) {
-      gpu.add(params_[i].first, p, grad_as(p), has_momentum ? buffer(i, 0) : Tensor(), Tensor(), 0, 0, first);
+      gpu_updates().add(params_[i].first, p, grad_as(p), has_momentum ? buffer(i, 0) : Tensor(), Tensor(), 0, 0, first);
       continue;
     }
     dispatch_float(p.dtype(), "SGD", [&](auto tag) {
@@ -266,7 +273,7 @@ void SGD::step() {
     });
     refresh_autocast_packs(p);  // while p is in cache
   }
-  gpu.finish();
+  if (gpu) gpu->finish();
 }
 
 // ---- Adam, AdamW ----
@@ -287,14 +294,20 @@ void Adam::step() {
   ++steps_;
   const double wd_l2 = decoupled_ ? 0.0 : opts.weight_decay;
   const double decay = decoupled_ ? 1 - lr_ * opts.weight_decay : 1.0;
-  cuda_ops::OptimArgs proto;
-  proto.adam = true;
-  proto.b1 = opts.beta1;
-  proto.b2 = opts.beta2;
-  proto.eps = opts.eps;
-  proto.wd_l2 = wd_l2;
-  proto.decay = decay;
-  GpuUpdates gpu(decoupled_ ? "AdamW" : "Adam", proto, skip_flag_);
+  std::optional<GpuUpdates> gpu;  // made at the first parameter on a GPU: a CPU step builds no launch tables
+  auto gpu_updates = [&]() -> GpuUpdates& {
+    if (!gpu) {
+      cuda_ops::OptimArgs proto;
+      proto.adam = true;
+      proto.b1 = opts.beta1;
+      proto.b2 = opts.beta2;
+      proto.eps = opts.eps;
+      proto.wd_l2 = wd_l2;
+      proto.decay = decay;
+      gpu.emplace(decoupled_ ? "AdamW" : "Adam", proto, skip_flag_);
+    }
+    return *gpu;
+  };
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
@@ -310,7 +323,7 @@ void Adam::step() {
     const double bc1 = 1 - std::pow(opts.beta1, t), bc2 = 1 - std::pow(opts.beta2, t);
     const double step_size = lr_ / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
     if (p.is_cuda()) {
-      gpu.add(params_[i].first, p, grad_as(p), buffer(i, 0), buffer(i, 1), step_size, inv_sqrt_bc2, false);
+      gpu_updates().add(params_[i].first, p, grad_as(p), buffer(i, 0), buffer(i, 1), step_size, inv_sqrt_bc2, false);
       continue;
     }
     dispatch_float(p.dtype(), type_name().c_str(), [&](auto tag) {
@@ -321,7 +334,7 @@ void Adam::step() {
     });
     refresh_autocast_packs(p);  // while p is in cache
   }
-  gpu.finish();
+  if (gpu) gpu->finish();
 }
 
 // ---- Clipping ----
