@@ -22,7 +22,13 @@ def main():
         ratio = o["tflops"] / t["tflops"]
         print(f"goal matmul {o['dtype']} n={o['n']} >= 0.95x torch.matmul: {o['tflops']} vs {t['tflops']} TFLOP/s "
               f"({ratio:.2f}x): {'met' if ratio >= 0.95 else 'NOT met'}")
-    for o in (r for r in ours if r["case"] == "attention"):
+    for o in (r for r in ours if r["case"] == "attention" and r["dtype"] == "float32"):
+        t = next((r for r in theirs if r["case"] == "attention" and r["d"] == o["d"] and r["T"] == o["T"]
+                  and r["causal"] == o["causal"] and r["peer"] == "torch math"), None)
+        if t is not None:
+            print(f"info attention float32 d={o['d']} T={o['T']} causal={o['causal']}: ours {o['tflops']} vs SDPA math "
+                  f"{t['tflops']} TFLOP/s ({o['tflops'] / t['tflops']:.2f}x)")
+    for o in (r for r in ours if r["case"] == "attention" and r["dtype"] == "bfloat16"):
         t = next((r for r in theirs if r["case"] == "attention" and r["d"] == o["d"] and r["T"] == o["T"]
                   and r["causal"] == o["causal"] and r["peer"] == "torch flash"), None)
         if t is None:

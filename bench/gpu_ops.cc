@@ -1,6 +1,7 @@
 // Op-level speed on a GPU, beside bench/torch_gpu_ops.py (PyTorch on the same card), for issue 47's
 // goals: square products (n = 4096 and 8192, float32 and bfloat16) and attention forward (batch x T
-// = 16,384 tokens, 2,048 / d heads, causal and not). Each case: 3 warm-up calls, then 20 calls each
+// = 16,384 tokens, 2,048 / d heads, causal and not; bfloat16 on the tensor-core kernel, float32 on
+// the plain one at T <= 1024 for reference). Each case: 3 warm-up calls, then 20 calls each
 // timed between two synchronizations (the op's whole device time plus one launch); the median is
 // reported. One JSON line a case. Needs a GPU (refuses with one line without one).
 //
@@ -55,18 +56,22 @@ int main(int argc, char** argv) {
       }
     }
     if (cases.find("attention") != std::string::npos) {
-      for (int64_t d : {64, 128}) {
-        for (int64_t T : {512, 1024, 2048, 4096}) {
-          for (bool causal : {true, false}) {
-            const int64_t B = 16384 / T, H = 2048 / d;
-            const tg::Tensor q = tg::randn({B, H, T, d}).to(gpu), k = tg::randn({B, H, T, d}).to(gpu),
-                             v = tg::randn({B, H, T, d}).to(gpu);
-            tg::AttentionOptions o;
-            o.causal = causal;
-            const double ms = median_ms(repeats, [&] { (void)tg::flash_attention(q, k, v, o); });
-            const double flops = 4.0 * B * H * T * T * d / (causal ? 2.0 : 1.0);
-            fmt::print("{{\"case\": \"attention\", \"dtype\": \"float32\", \"d\": {}, \"T\": {}, \"causal\": {}, \"ms\": {:.4f}, "
-                       "\"tflops\": {:.1f}}}\n", d, T, causal ? "true" : "false", ms, flops / (ms * 1e-3) / 1e12);
+      for (tg::DType dt : {tg::kBFloat16, tg::kFloat32}) {
+        for (int64_t d : {64, 128}) {
+          for (int64_t T : {512, 1024, 2048, 4096}) {
+            if (dt == tg::kFloat32 && T > 1024) continue;  // (the plain float32 kernel, for reference: the short ones)
+            for (bool causal : {true, false}) {
+              const int64_t B = 16384 / T, H = 2048 / d;
+              const tg::Tensor q = tg::randn({B, H, T, d}).to(dt).to(gpu), k = tg::randn({B, H, T, d}).to(dt).to(gpu),
+                               v = tg::randn({B, H, T, d}).to(dt).to(gpu);
+              tg::AttentionOptions o;
+              o.causal = causal;
+              const double ms = median_ms(repeats, [&] { (void)tg::flash_attention(q, k, v, o); });
+              const double flops = 4.0 * B * H * T * T * d / (causal ? 2.0 : 1.0);
+              fmt::print("{{\"case\": \"attention\", \"dtype\": \"{}\", \"d\": {}, \"T\": {}, \"causal\": {}, "
+                         "\"ms\": {:.4f}, \"tflops\": {:.1f}}}\n", tg::dtype_name(dt), d, T, causal ? "true" : "false", ms,
+                         flops / (ms * 1e-3) / 1e12);
+            }
           }
         }
       }

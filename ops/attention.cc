@@ -83,14 +83,14 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
 
 double scale_of(const AttentionOptions& o, int64_t d) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(d)); }
 
-// flash_attention's forward on a GPU (ops/cuda/attention.h): q, k, v (and the mask) on one device.
-void gpu_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& out, const Tensor& lse,
-                   const AttentionOptions& o, const Dims& dm, double scale) {
+// flash_attention's arguments on a GPU (ops/cuda/attention.h): q, k, v (and the mask) on one device.
+cuda_ops::AttentionArgs gpu_attention_args(const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& out,
+                                           const Tensor& lse, const AttentionOptions& o, const Dims& dm, double scale) {
   const char* op = "flash_attention";
   detail::check_same_device(op, q, "q", kk, "k");
   detail::check_same_device(op, q, "q", v, "v");
   if (o.mask.defined()) detail::check_same_device(op, q, "q", o.mask, "mask");
-  dispatch_float(q.dtype(), op, [](auto) {});
+  if (q.dtype() != kBFloat16) dispatch_float(q.dtype(), op, [](auto) {});  // (bfloat16: the tensor-core kernel)
   TG_CHECK(dm.d <= cuda_ops::kMaxHeadSize && dm.dv <= cuda_ops::kMaxHeadSize, op,
            "head sizes up to {} run on the GPU, got {} and {} (q shape {}, v shape {})", cuda_ops::kMaxHeadSize, dm.d,
            dm.dv, q.shape(), v.shape());
@@ -131,7 +131,11 @@ void gpu_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const Ten
     a.mask_row = st[r - 2];
     a.mask_col = st[r - 1];
   }
-  cuda_ops::attention(a);
+  return a;
+}
+void gpu_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& out, const Tensor& lse,
+                   const AttentionOptions& o, const Dims& dm, double scale) {
+  cuda_ops::attention(gpu_attention_args(q, kk, v, out, lse, o, dm, scale));
 }
 
 // Per batch index: the mask's base offset and its row/column strides (0 where it broadcasts).
@@ -199,16 +203,58 @@ Grads attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor
   return Grads{dq, dk, dv};
 }
 
+// bfloat16 attention on the GPU's tensor cores: a bfloat16 output and a float32 log-sum-exp; the
+// backward on tensor cores too (ops/cuda/attention.h), or in float32 from public ops where the
+// gradient's storage is not 16-byte aligned.
+Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts,
+                             const Dims& dm, double scale) {
+  Shape out_shape = dm.lead, lse_shape = dm.lead;
+  out_shape.push_back(dm.T);
+  out_shape.push_back(dm.dv);
+  lse_shape.push_back(dm.T);
+  Tensor out = Tensor::empty(out_shape, kBFloat16, q.device());
+  Tensor lse = Tensor::empty(lse_shape, kFloat32, q.device());
+  gpu_attention(q, kk, v, out, lse, opts, dm, scale);
+  return record("flash_attention", out, {q, kk, v}, [q, kk, v, lse, opts, dm, scale](const Tensor& g, const Node& node) {
+    TG_CHECK(!grad_enabled(), "flash_attention", "its backward is a fused kernel and cannot be differentiated again "
+             "(create_graph); use attention_unfused for higher-order gradients");
+    const Tensor o = node.output(), g16 = to(g, kBFloat16);
+    if (cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {detail::gpu_ptr(o), detail::gpu_ptr(g16)})) {
+      Tensor dq = Tensor::empty(q.shape(), kBFloat16, q.device()), dk = Tensor::empty(kk.shape(), kBFloat16, q.device()),
+             dv = Tensor::empty(v.shape(), kBFloat16, q.device());
+      const Tensor delta = Tensor::empty(lse.shape(), kFloat32, q.device());
+      cuda_ops::AttentionBackwardArgs b;
+      b.fwd = gpu_attention_args(q, kk, v, o, lse, opts, dm, scale);
+      b.g = detail::gpu_ptr(g16);
+      b.delta = detail::gpu_ptr(delta);
+      b.dq = detail::gpu_ptr(dq);
+      b.dk = detail::gpu_ptr(dk);
+      b.dv = detail::gpu_ptr(dv);
+      cuda_ops::attention_backward(b);
+      return Grads{node.needs(0) ? dq : Tensor(), node.needs(1) ? dk : Tensor(), node.needs(2) ? dv : Tensor()};
+    }
+    const Grads gr = attention_backward_from_ops(to(q, kFloat32), to(kk, kFloat32), to(v, kFloat32),
+                                                 to(o, kFloat32), lse, to(g, kFloat32), opts, dm, scale);
+    return Grads{node.needs(0) ? to(gr[0], kBFloat16) : Tensor(), node.needs(1) ? to(gr[1], kBFloat16) : Tensor(),
+                 node.needs(2) ? to(gr[2], kBFloat16) : Tensor()};
+  }, /*save_output=*/true);
+}
+
 }  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("flash_attention", q, kk, v, opts);
-  // bfloat16 q, k, v: computed in float32 and rounded once (the casts carry the gradient), on either
-  // device; the tensor-core kernel that reads bfloat16 directly is issue 47's speed work.
+  const double scale = scale_of(opts, dm.d);
+  // bfloat16 q, k, v: on a GPU with head size 32, 64 or 128, the tensor-core kernel (products in
+  // bfloat16 with float32 sums, the weights rounded to bfloat16 before they meet v, as
+  // FlashAttention-2); otherwise computed in float32 and rounded once (the casts carry the gradient).
   if (q.dtype() == kBFloat16) {
+    if (q.is_cuda() && cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {detail::gpu_ptr(q), detail::gpu_ptr(kk),
+                                                                             detail::gpu_ptr(v)})) {
+      return tensor_core_attention(q, kk, v, opts, dm, scale);
+    }
     return to(flash_attention(to(q, kFloat32), to(kk, kFloat32), to(v, kFloat32), opts), kBFloat16);
   }
-  const double scale = scale_of(opts, dm.d);
   Shape out_shape = dm.lead;
   out_shape.push_back(dm.T);
   out_shape.push_back(dm.dv);

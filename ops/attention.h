@@ -20,7 +20,9 @@ struct AttentionOptions {
 // -3 (q [B, H, T, d], k and v [B, H_kv, S, d], H a multiple of H_kv); query head h then reads
 // key/value head h / (H / H_kv), as Hugging Face's repeat_kv, without copying them. The T x S weights are never stored: memory grows linearly in T.
 // A query row that sees no key at all gets a zero output (the unfused form gives NaN there).
-// bfloat16 q, k, v are computed in float32 and the output rounded to bfloat16 once.
+// bfloat16 q, k, v are computed in float32 and the output rounded to bfloat16 once; on a GPU with
+// head size 32, 64 or 128 they take the tensor-core kernels instead (forward and backward: float32
+// sums, the weights rounded to bfloat16 before they meet v, as FlashAttention-2).
 // Differentiable once (its backward is a fused kernel); use attention_unfused for higher order.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts = {});
 

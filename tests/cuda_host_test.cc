@@ -4,6 +4,7 @@
 // against the CPU's vectorised kernels. A wrong plan or formula fails here, in CI, before any GPU sees it.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "ops/cuda/math.h"
+#include "ops/cuda/attention.h"
 #include "ops/cuda/matmul.h"
+#include "ops/cuda/mma_layout.h"
 #include "ops/cuda/strided.h"
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/optim.h"
@@ -334,6 +337,133 @@ void expect_optimizer_elements_match() {
 TEST(CudaHost, OptimizerElementFormulasAreTheCpuKernels) {
   expect_optimizer_elements_match<float>();
   expect_optimizer_elements_match<double>();
+}
+
+// ---- The tensor-core attention's fragment maps (ops/cuda/mma_layout.h) --------------------------
+// ldmatrix and mma.m16n8k16 emulated from PTX's own description of their layouts (written out
+// here, apart from the header), then the kernel's two products of one warp run through them.
+
+struct Pair {
+  double lo = 0, hi = 0;
+};
+using Fragment = std::array<std::array<Pair, 4>, 32>;      // [lane][register]
+using Accumulator = std::array<std::array<double, 4>, 32>;  // [lane][element]
+using Matrix = std::vector<std::vector<double>>;
+
+// ldmatrix.x4 over m (rows r0.., columns c0..) with the addresses lane l gives by `address`.
+template <class Address>
+Fragment ldmatrix(const Matrix& m, int r0, int c0, Address address, bool trans) {
+  Fragment f{};
+  for (int l = 0; l < 32; ++l) {
+    for (int i = 0; i < 4; ++i) {
+      if (!trans) {  // matrix i's row l / 4 (from lane 8i + l / 4's address), elements 2 (l % 4), + 1
+        const tg::cuda_ops::mma::Cell a = address(8 * i + l / 4);
+        f[l][i] = {m[r0 + a.row][c0 + a.col + 2 * (l % 4)], m[r0 + a.row][c0 + a.col + 2 * (l % 4) + 1]};
+      } else {  // rows 2 (l % 4) and + 1 of matrix i's column l / 4
+        const tg::cuda_ops::mma::Cell a0 = address(8 * i + 2 * (l % 4)), a1 = address(8 * i + 2 * (l % 4) + 1);
+        f[l][i] = {m[r0 + a0.row][c0 + a0.col + l / 4], m[r0 + a1.row][c0 + a1.col + l / 4]};
+      }
+    }
+  }
+  return f;
+}
+
+// c += a b: A's register i of lane 4g + t holds row g + 8 (i % 2), columns 2t + 8 (i / 2) + {0, 1};
+// B's register i (b0: i = 0, b1: i = 1) rows 2t + 8 i + {0, 1} of column g; C's element r row
+// g + 8 (r / 2), column 2t + r % 2.
+void mma_16x8x16(Accumulator& c, const Fragment& a, const Fragment& b, int b0, int b1) {
+  double A[16][16] = {}, B[16][8] = {};
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    for (int i = 0; i < 4; ++i) {
+      A[g + 8 * (i % 2)][2 * t + 8 * (i / 2)] = a[l][i].lo;
+      A[g + 8 * (i % 2)][2 * t + 8 * (i / 2) + 1] = a[l][i].hi;
+    }
+    const int breg[2] = {b0, b1};
+    for (int i = 0; i < 2; ++i) {
+      B[2 * t + 8 * i][g] = b[l][breg[i]].lo;
+      B[2 * t + 8 * i + 1][g] = b[l][breg[i]].hi;
+    }
+  }
+  for (int l = 0; l < 32; ++l) {
+    for (int r = 0; r < 4; ++r) {
+      const int row = l / 4 + 8 * (r / 2), col = 2 * (l % 4) + r % 2;
+      for (int k = 0; k < 16; ++k) c[l][r] += A[row][k] * B[k][col];
+    }
+  }
+}
+
+TEST(CudaHost, TensorCoreAttentionFragmentsComputeQKAndPV) {
+  constexpr int D = 32, kKeys = 64;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-4, 4);  // exact in bfloat16 and in every sum below
+  auto random = [&](int rows) {
+    Matrix m(static_cast<size_t>(rows), std::vector<double>(D));
+    for (auto& row : m)
+      for (double& x : row) x = small(rng);
+    return m;
+  };
+  const Matrix q = random(16), k = random(kKeys), v = random(kKeys);
+  namespace mm = tg::cuda_ops::mma;
+  // S = q kᵀ as attention_tc_kernel computes it: 8 accumulator tiles of 8 keys.
+  std::array<Accumulator, kKeys / 8> s{};
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const Fragment a = ldmatrix(q, 0, kk * 16, mm::a_fragment_address, false);
+    for (int nb = 0; nb < kKeys / 16; ++nb) {
+      const Fragment b = ldmatrix(k, nb * 16, kk * 16, mm::bt_fragment_address, false);
+      mma_16x8x16(s[2 * nb], a, b, 0, 1);
+      mma_16x8x16(s[2 * nb + 1], a, b, 2, 3);
+    }
+  }
+  Matrix p(16, std::vector<double>(kKeys));
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < kKeys; ++j)
+      for (int e = 0; e < D; ++e) p[i][j] += q[i][e] * k[j][e];
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+    for (int l = 0; l < 32; ++l) {
+      for (int r = 0; r < 4; ++r) {
+        const mm::Cell c = mm::accumulator_cell(l, r);
+        ASSERT_EQ(s[nt][l][r], p[c.row][nt * 8 + c.col]) << "S tile " << nt << " lane " << l << " element " << r;
+      }
+    }
+  }
+  // O = P v, P's A fragments taken from S's accumulators.
+  std::array<Accumulator, D / 8> o{};
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    Fragment a{};
+    for (int l = 0; l < 32; ++l) {
+      for (int i = 0; i < 4; ++i) {
+        const mm::Cell src = mm::p_fragment_source(kk, i);
+        a[l][i] = {s[src.row][l][src.col], s[src.row][l][src.col + 1]};
+      }
+    }
+    for (int db = 0; db < D / 16; ++db) {
+      const Fragment b = ldmatrix(v, kk * 16, db * 16, mm::b_trans_fragment_address, true);
+      mma_16x8x16(o[2 * db], a, b, 0, 1);
+      mma_16x8x16(o[2 * db + 1], a, b, 2, 3);
+    }
+  }
+  for (int dt = 0; dt < D / 8; ++dt) {
+    for (int l = 0; l < 32; ++l) {
+      for (int r = 0; r < 4; ++r) {
+        const mm::Cell c = mm::accumulator_cell(l, r);
+        double want = 0;
+        for (int j = 0; j < kKeys; ++j) want += p[c.row][j] * v[j][dt * 8 + c.col];
+        ASSERT_EQ(o[dt][l][r], want) << "O tile " << dt << " lane " << l << " element " << r;
+      }
+    }
+  }
+}
+
+TEST(CudaHost, OnlyAlignedBFloat16HeadsOf32To128TakeTheTensorCores) {
+  alignas(16) static char buf[64];
+  const void* at = buf;
+  const void* off = buf + 2;
+  for (int64_t d : {32, 64, 128}) EXPECT_TRUE(tg::cuda_ops::attention_takes_tensor_cores(d, d, {at, at, at})) << d;
+  EXPECT_FALSE(tg::cuda_ops::attention_takes_tensor_cores(64, 32, {at, at, at}));
+  EXPECT_FALSE(tg::cuda_ops::attention_takes_tensor_cores(96, 96, {at, at, at}));
+  EXPECT_FALSE(tg::cuda_ops::attention_takes_tensor_cores(256, 256, {at, at, at}));
+  EXPECT_FALSE(tg::cuda_ops::attention_takes_tensor_cores(64, 64, {at, off, at}));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "graph/error.h"
 #include "io/file.h"
+#include "train/curves.h"
 #include "train/report.h"
 
 namespace tgt {
@@ -178,6 +179,23 @@ TEST(Report, LineChartWithLegendMarkersAndAxes) {
   EXPECT_NE(s.find("stroke=\"#ff7f0e\""), std::string::npos);
   EXPECT_EQ(count(s, "<circle"), 3u + 1);
   EXPECT_EQ(count(s, "<path d=\""), 2u);
+}
+
+// A run on a GPU gets a chart of its peak GPU memory (metrics' gpu_peak_mib), titled with the top;
+// a CPU run's report has none.
+TEST(Report, TrainingChartsShowPeakGpuMemoryOfAGpuRun) {
+  tg::train::History h;
+  h["train/loss"] = {{1, 3.0}, {2, 2.5}, {3, 2.0}};
+  Html cpu("cpu run");
+  tg::train::add_training_charts(cpu, h);
+  EXPECT_EQ(cpu.str().find("GPU memory"), std::string::npos);
+  h["train/gpu_peak_mib"] = {{1, 120.0}, {2, 410.4}, {3, 410.4}};
+  Html gpu("gpu run");
+  tg::train::add_training_charts(gpu, h);
+  const std::string s = gpu.str();
+  EXPECT_TRUE(balanced(s));
+  EXPECT_NE(s.find("GPU memory: peak allocated so far (410 MiB at most)"), std::string::npos);
+  EXPECT_NE(s.find(">MiB</text>"), std::string::npos);
 }
 
 TEST(Report, LongCurvesAreThinnedAndGapsBreakTheLine) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace tg::train {
 
 std::vector<std::pair<double, double>> smoothed(const std::vector<std::pair<double, double>>& points, size_t window) {
@@ -34,6 +36,12 @@ void add_training_charts(report::Html& html, const History& history, const std::
   if (auto g = get("train/grad_norm"); !g.empty())
     html.line_chart("gradient norm (before clipping)", {{"norm", smoothed(g, window)}},
                     {.x_label = "step", .y_label = "L2 norm", .log_y = true});
+  if (auto m = get("train/gpu_peak_mib"); !m.empty()) {  // a run on a GPU: what its tensors held at most
+    double top = 0;
+    for (const auto& [step, mib] : m) top = std::max(top, mib);
+    html.line_chart(fmt::format("GPU memory: peak allocated so far ({:.0f} MiB at most)", top), {{"peak", m}},
+                    {.x_label = "step", .y_label = "MiB"});
+  }
   for (const auto& [key, points] : history) {
     if (key.rfind("valid/", 0) != 0 || key == "valid/valid_loss" || points.empty()) continue;
     const std::string name = key.substr(6);

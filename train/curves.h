@@ -1,7 +1,7 @@
 #pragma once
 // The charts every training report starts with, drawn from a run's metrics history: the training
-// and validation losses on one chart, the learning rate, the gradient norm, and one chart per
-// other validation metric (BLEU, accuracy, ...).
+// and validation losses on one chart, the learning rate, the gradient norm, the peak GPU memory (a
+// run on a GPU), and one chart per other validation metric (BLEU, accuracy, ...).
 #include <string>
 
 #include "checkpoint.h"

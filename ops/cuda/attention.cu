@@ -1,7 +1,8 @@
-// Attention forward (the plain kernel) and rotary embedding on the GPU.
+// Attention forward (the plain kernel; bfloat16 goes to attention_tc.cu) and rotary embedding on the GPU.
 #include <cstdint>
 
 #include "ops/cuda/attention.h"
+#include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/launch.cuh"
 
 namespace tg::cuda_ops {
@@ -22,12 +23,13 @@ struct MaskSpec {
 
 template <class T>
 __global__ void attention_rows(const T* q, const T* k, const T* v, T* out, T* lse, int64_t T_, int64_t S, int64_t rows,
-                               int64_t d, int64_t dv, int64_t group, T scale, MaskSpec m) {
+                               int64_t d, int64_t dv, int64_t group, int64_t heads, T scale, MaskSpec m) {
   __shared__ T qrow[kMaxHeadSize];
   __shared__ T p[kChunk];
   __shared__ T part[kRowThreads];
   const int64_t i = blockIdx.x;                            // query row
   const int64_t n = static_cast<int64_t>(blockIdx.y) + static_cast<int64_t>(blockIdx.z) * 65535;  // head
+  if (n >= heads) return;  // (the z spill's last layer is partly past the heads)
   const int64_t kv = n / group;
   const T* qr = q + (n * T_ + i) * d;
   const T* kb = k + kv * rows * d;
@@ -110,6 +112,11 @@ __global__ void rope_kernel(const T* x, const T* cos, const T* sin, T* y, int64_
 
 void attention(const AttentionArgs& a) {
   if (a.n == 0 || a.T == 0 || a.dv == 0) return;
+  if (a.type == Scalar::kBF16) {
+    attention_tc(a);
+    cuda_rt::after_launch(a.device, a.op);
+    return;
+  }
   MaskSpec m{a.mask, a.lead_rank, {}, {}, a.mask_row, a.mask_col, a.causal, a.causal_offset};
   for (int r = 0; r < a.lead_rank; ++r) {
     m.lead[r] = a.lead[r];
@@ -121,12 +128,12 @@ void attention(const AttentionArgs& a) {
   if (a.type == Scalar::kF64) {
     attention_rows<double><<<grid, kRowThreads, 0, s>>>(static_cast<const double*>(a.q), static_cast<const double*>(a.k),
                                                      static_cast<const double*>(a.v), static_cast<double*>(a.out),
-                                                     static_cast<double*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group,
+                                                     static_cast<double*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group, a.n,
                                                      a.scale, m);
   } else {
     attention_rows<float><<<grid, kRowThreads, 0, s>>>(static_cast<const float*>(a.q), static_cast<const float*>(a.k),
                                                     static_cast<const float*>(a.v), static_cast<float*>(a.out),
-                                                    static_cast<float*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group,
+                                                    static_cast<float*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group, a.n,
                                                     static_cast<float>(a.scale), m);
   }
   cuda_rt::after_launch(a.device, a.op);

@@ -1,10 +1,10 @@
 #pragma once
 // Attention and rotary embedding on the GPU (attention.cu; attention_none.cc without CUDA).
-// This is the plain kernel of the design (any head size up to 256, float32 and float64): one
-// block a query row, keys in chunks with an online softmax, the T x S weights never stored. The
-// tensor-core FlashAttention-2 kernel for head sizes 32/64/128 in bfloat16 comes with the speed
-// work (issues 47 and 48).
+// Two kernels: the plain one (any head size up to 256, float32 and float64: one block a query
+// row, keys in chunks with an online softmax) and, for bfloat16 with head sizes 32, 64 and 128, a
+// tensor-core FlashAttention-2 kernel (attention_tc.cu). Neither stores the T x S weights.
 #include <cstdint>
+#include <initializer_list>
 
 #include "elementwise.h"
 
@@ -21,7 +21,8 @@ struct AttentionArgs {
   const void* k = nullptr;  // [n / group, rows, d]
   const void* v = nullptr;  // [n / group, rows, dv]
   void* out = nullptr;      // [n, T, dv]
-  void* lse = nullptr;      // [n, T]: the log-sum-exp of each row's weights (-inf where no key is seen)
+  void* lse = nullptr;      // [n, T]: the log-sum-exp of each row's weights (-inf where no key is seen);
+                            // float32 for bfloat16 q, k, v
   int64_t n = 0, T = 0, S = 0, rows = 0, d = 0, dv = 0, group = 1;
   double scale = 1;
   bool causal = false;
@@ -36,6 +37,30 @@ struct AttentionArgs {
   int64_t mask_row = 0, mask_col = 0;
 };
 void attention(const AttentionArgs& args);
+
+// The tensor-core kernels' backward (attention_tc_bwd.cu): bfloat16 q, k, v, the forward's output
+// o and its gradient g, with the float32 log-sum-exp the forward saved; writes bfloat16 dq, dk, dv
+// (dk and dv for all `rows` keys: zeros past S). Three launches: delta = rowsum(g * o) (into the
+// float32 scratch [n, T]), dk and dv by key block (a key head's query heads summed in order), dq
+// by query block; no atomics, so the same bits every run. Masks as AttentionArgs.
+struct AttentionBackwardArgs {
+  AttentionArgs fwd;  // q, k, v, out (= o), lse, sizes, scale and masks as the forward had them
+  const void* g = nullptr;  // [n, T, dv]
+  void* delta = nullptr;    // float32 [n, T], scratch
+  void* dq = nullptr;       // [n, T, d]
+  void* dk = nullptr;       // [n / group, rows, d]
+  void* dv = nullptr;       // [n / group, rows, dv]
+};
+void attention_backward(const AttentionBackwardArgs& args);
+
+// Whether bfloat16 attention of these head sizes and pointers runs on the tensor-core kernel: d = dv
+// in {32, 64, 128}, every pointer at a 16-byte boundary. Other bfloat16 attention runs in float32.
+inline bool attention_takes_tensor_cores(int64_t d, int64_t dv, std::initializer_list<const void*> pointers) {
+  if (d != dv || (d != 32 && d != 64 && d != 128)) return false;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 
 // Rotary embedding, half-split: rows of d = 2h at positions r mod T, rotated by cos/sin [T, h]
 // (sign -1 rotates back), as ops/kernels/rope.h.

@@ -272,6 +272,59 @@ TEST(Gpu, AttentionMatchesTheCpuWithEveryMask) {
   }
 }
 
+// bfloat16 attention with head size 32, 64 or 128 runs on the tensor-core kernel (one launch, no
+// casts) and matches the CPU, which computes it in float32 from the same bfloat16 inputs, within
+// bfloat16's tolerance (the kernel rounds the weights to bfloat16 before they meet v): every mask,
+// grouped heads, a partly filled cache, one query row (decoding) and rows spanning several blocks.
+// The same inputs give the same bits again; so does the gradient, which matches the CPU's too.
+TEST(Gpu, BFloat16AttentionRunsOnTensorCores) {
+  TG_NEED_GPU();
+  tg::manual_seed(9);
+  for (int64_t d : {32, 64, 128}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      const int64_t B = 2, H = 4, Hkv = variant == 2 ? 2 : 4;
+      const int64_t T = variant == 4 ? 1 : variant == 5 ? 300 : 37, S = variant >= 3 ? 300 : 37;
+      Tensor q = tg::randn({B, H, T, d}).to(tg::kBFloat16), k = tg::randn({B, Hkv, S, d}).to(tg::kBFloat16),
+             v = tg::randn({B, Hkv, S, d}).to(tg::kBFloat16);
+      tg::AttentionOptions o;
+      o.causal = variant == 0 || variant == 2 || variant == 5;
+      if (variant == 1) o.mask = tg::gt(tg::randn({B, 1, 1, S}), 1.0);  // key padding
+      if (variant == 3 || variant == 4) {
+        o.kv_length = variant == 3 ? 290 : 200;  // a preallocated cache, partly filled
+        o.causal = true;
+        o.causal_offset = variant == 3 ? 253 : 199;
+      }
+      const std::string what = fmt::format("d {} variant {}", d, variant);
+      const Tensor want = tg::flash_attention(q, k, v, o);
+      tg::AttentionOptions og = o;
+      if (o.mask.defined()) og.mask = o.mask.to(kGpu);
+      const Tensor qg = q.to(kGpu), kg = k.to(kGpu), vg = v.to(kGpu);
+      const uint64_t before = tg::cuda::kernel_launches();
+      const Tensor got = tg::flash_attention(qg, kg, vg, og);
+      EXPECT_EQ(tg::cuda::kernel_launches() - before, 1u) << what << ": the tensor-core kernel alone";
+      EXPECT_EQ(got.dtype(), tg::kBFloat16) << what;
+      EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 2e-2) << what;
+      EXPECT_EQ(got.to_vector<float>(), tg::flash_attention(qg, kg, vg, og).to_vector<float>()) << what << ": run to run";
+      {  // the gradient: the tensor-core backward (three launches) from the forward's log-sum-exp
+        const Tensor w = tg::randn(want.shape()).to(tg::kBFloat16);
+        std::vector<Tensor> cpu = {q.clone().requires_grad_(), k.clone().requires_grad_(), v.clone().requires_grad_()};
+        std::vector<Tensor> gpu = {qg.clone().requires_grad_(), kg.clone().requires_grad_(), vg.clone().requires_grad_()};
+        tg::sum(tg::mul(tg::flash_attention(cpu[0], cpu[1], cpu[2], o), w)).backward();
+        const Tensor loss = tg::sum(tg::mul(tg::flash_attention(gpu[0], gpu[1], gpu[2], og), w.to(kGpu)));
+        loss.backward();
+        std::vector<std::vector<float>> first;
+        for (const Tensor& t : gpu) first.push_back(t.grad().to_vector<float>());
+        for (Tensor& t : gpu) t.zero_grad();
+        tg::sum(tg::mul(tg::flash_attention(gpu[0], gpu[1], gpu[2], og), w.to(kGpu))).backward();
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(gpu[i].grad().to_vector<float>(), first[i]) << what << ": gradient " << i << " run to run";
+        for (int i = 0; i < 3; ++i) {
+          EXPECT_LE(max_rel_error(gpu[i].grad().to(tg::kCPU), cpu[i].grad()), 5e-2) << what << " gradient " << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
