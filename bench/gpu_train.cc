@@ -9,6 +9,7 @@
 // pair of losses printed (issue 48: 1e-5 relative at step 1, 1e-4 at step 20).
 //
 //   build/gpu_train [--configs A,B,C] [--precisions fp32,tf32,bf16] [--c_batches 16,256] [--steps 20]
+//   build/gpu_train --configs C --c_batches 256 --precisions bf16 --steps 5 --profile   (where the time goes)
 //   build/gpu_train --compare_cpu
 #include <algorithm>
 #include <chrono>
@@ -52,12 +53,21 @@ struct Timing {
   size_t peak = 0;
 };
 
-Timing time_steps(tg::bench::TrainCase& c, bool bf16, int64_t warmup, int64_t steps) {
-  c.model->train();
-  tg::AdamW opt(c.model->named_parameters(), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
-  const std::vector<Tensor> params = c.model->parameters();
+// One training step of a case: forward and loss (under autocast in bf16), backward, clipping,
+// AdamW, zero_grad.
+struct Stepper {
+  tg::bench::TrainCase& c;
+  bool bf16;
+  tg::AdamW opt;
+  std::vector<Tensor> params;
   Tensor loss;
-  auto step = [&] {
+  Stepper(tg::bench::TrainCase& tc, bool use_bf16)
+      : c(tc), bf16(use_bf16),
+        opt(tc.model->named_parameters(), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01}),
+        params(tc.model->parameters()) {
+    c.model->train();
+  }
+  void operator()() {
     {
       tg::AutocastGuard autocast(bf16 ? tg::kBFloat16 : tg::kFloat32);
       loss = c.loss();
@@ -66,7 +76,35 @@ Timing time_steps(tg::bench::TrainCase& c, bool bf16, int64_t warmup, int64_t st
     (void)tg::clip_grad_norm_(params, 1.0);
     opt.step();
     opt.zero_grad();
-  };
+  }
+};
+
+// Where a step's GPU time goes: `steps` steps (after 2 untimed) under tg::cuda::KernelProfile, one
+// JSON line an op (milliseconds and launches a step, share of the step's time).
+void profile_steps(tg::bench::TrainCase& c, char config, int64_t batch, const std::string& prec, int64_t steps) {
+  Stepper step(c, prec == "bf16");
+  for (int i = 0; i < 2; ++i) step();
+  tg::cuda::synchronize();
+  std::vector<tg::cuda::OpTime> table;
+  {
+    tg::cuda::KernelProfile profile;
+    for (int64_t i = 0; i < steps; ++i) step();
+    table = profile.table();
+  }
+  double total = 0;
+  for (const auto& row : table) total += row.ms;
+  for (const auto& row : table) {
+    fmt::print("{{\"case\": \"profile\", \"config\": \"{}\", \"precision\": \"{}\", \"batch\": {}, \"op\": \"{}\", "
+               "\"ms_per_step\": {:.4f}, \"launches_per_step\": {:.1f}, \"share\": {:.4f}}}\n",
+               config, prec, batch, row.op, row.ms / static_cast<double>(steps),
+               static_cast<double>(row.launches) / static_cast<double>(steps), total > 0 ? row.ms / total : 0.0);
+  }
+  std::fflush(stdout);
+}
+
+Timing time_steps(tg::bench::TrainCase& c, bool bf16, int64_t warmup, int64_t steps) {
+  Stepper step(c, bf16);
+  Tensor& loss = step.loss;
   for (int64_t i = 0; i < warmup; ++i) step();
   tg::cuda::synchronize();
   tg::cuda::reset_peak_memory();
@@ -132,7 +170,7 @@ int main(int argc, char** argv) {
     std::string configs = "A,B,C", precisions = "fp32,tf32,bf16", c_batches = "16,256";
     int64_t steps = 20, warmup = 3;
     double bf16_tflops = 0;
-    bool cpu_check = false, fused_attn = false;
+    bool cpu_check = false, fused_attn = false, profile = false;
     tg::cli::Flags flags("gpu_train", "training steps A, B, C on a GPU: milliseconds, kernels and host time a step");
     flags.add("configs", &configs, "comma-separated: A, B, C");
     flags.add("precisions", &precisions, "comma-separated: fp32, tf32, bf16");
@@ -142,6 +180,8 @@ int main(int argc, char** argv) {
     flags.add("fused_attn", &fused_attn, "no dropout on the attention weights (the fused kernel runs)");
     flags.add("bf16_tflops", &bf16_tflops, "the card's measured bf16 product rate, for the share column (0: not shown)").min(0);
     flags.add("compare_cpu", &cpu_check, "20 steps of A in float32 on the CPU and the GPU, the losses side by side");
+    flags.add("profile", &profile, "after each case's timing, where its GPU time goes: --steps steps under "
+              "tg::cuda::KernelProfile, one JSON line an op");
     flags.parse(argc, argv).or_throw();
     const tg::Device gpu = tg::cli::device("cuda");
     fmt::print(stderr, "gpu_train: on {}\n", tg::cli::describe_device(gpu));
@@ -167,6 +207,7 @@ int main(int argc, char** argv) {
                      static_cast<double>(t.peak) / (1 << 20), tflops,
                      bf16_tflops > 0 ? fmt::format("{:.3f}", tflops / bf16_tflops) : std::string("null"), t.loss);
           std::fflush(stdout);
+          if (profile) profile_steps(c, config, c.tokens / (config == 'B' ? 128 : config == 'C' ? 64 : 32), prec, steps);
         }
       }
     }

@@ -5,7 +5,8 @@
 # (torch.compile for C at batch 256 in bf16); 20 steps of A in float32 against the CPU; the
 # character LM (tiny-shakespeare, 4 layers, 2,000 steps) in float32 and bf16 against this commit's
 # CPU figures (below, from bench/RESULTS.md); the GPU training tests with TG_REQUIRE_GPU=1. One line
-# per goal; logs and JSON lines in $OUT.
+# per goal, and where step C's GPU time goes at batch 256 in bf16 (tg::cuda::KernelProfile); logs
+# and JSON lines in $OUT.
 #   here:        bash ../shared/device/prepare.sh && git rev-parse --short HEAD > .device/commit
 #   the device:  bash bench/gpu_train_check.sh     (run tool: carry [".device"], timeout_s <= 480)
 set -uo pipefail
@@ -20,7 +21,7 @@ export TG_BUILD_TARGETS="gpu_train gpu_ops train_lm tg_gpu_tests"
 export TG_CMD_TIMEOUT=${TG_CMD_TIMEOUT:-240}
 exec bash .device/gpu-check.sh \
   'echo "commit $(cat .device/commit 2>/dev/null || echo unknown), $(nvidia-smi --query-gpu=name --format=csv,noheader)"' \
-  'build-device/gpu_ops --cases matmul --repeats 10 > "$OUT/ops.jsonl"; peak=$(python3 -c "import json,sys; print(max(json.loads(l)[\"tflops\"] for l in open(sys.argv[1]) if \"bfloat16\" in l))" "$OUT/ops.jsonl"); echo "measured bf16 product rate: $peak TFLOP/s"; build-device/gpu_train --bf16_tflops "$peak" > "$OUT/tg_train.jsonl"; cat "$OUT/tg_train.jsonl"; python3 bench/torch_gpu_train.py > "$OUT/torch_train.jsonl"; cat "$OUT/torch_train.jsonl"; python3 bench/gpu_train_compare.py "$OUT/tg_train.jsonl" "$OUT/torch_train.jsonl"' \
+  'build-device/gpu_ops --cases matmul --repeats 10 > "$OUT/ops.jsonl"; peak=$(python3 -c "import json,sys; print(max(json.loads(l)[\"tflops\"] for l in open(sys.argv[1]) if \"bfloat16\" in l))" "$OUT/ops.jsonl"); echo "measured bf16 product rate: $peak TFLOP/s"; build-device/gpu_train --bf16_tflops "$peak" > "$OUT/tg_train.jsonl"; cat "$OUT/tg_train.jsonl"; build-device/gpu_train --configs C --c_batches 256 --precisions bf16 --steps 3 --warmup 2 --profile | grep "\"profile\"" >> "$OUT/tg_train.jsonl"; python3 bench/torch_gpu_train.py > "$OUT/torch_train.jsonl"; cat "$OUT/torch_train.jsonl"; python3 bench/gpu_train_compare.py "$OUT/tg_train.jsonl" "$OUT/torch_train.jsonl"' \
   'build-device/gpu_train --compare_cpu' \
   'for P in fp32 bf16; do build-device/train_lm --text "$TG_DATA/tinyshakespeare.txt" --out /tmp/lm_$P --precision $P --device cuda --sample 0 > "$OUT/lm_$P.log" 2>&1; v=$(grep -o "validation loss [0-9.]*" "$OUT/lm_$P.log" | grep -o "[0-9.]*$"); cpu=$([ $P = fp32 ] && echo $CPU_LM_FP32 || echo $CPU_LM_BF16); tol=$([ $P = fp32 ] && echo 0.02 || echo 0.03); head -1 "$OUT/lm_$P.log"; python3 -c "import sys; g,c,t=map(float,sys.argv[1:]); r=\"met\" if abs(g-c)<=t else \"NOT met\"; print(\"goal char LM $P within %g of the CPU: GPU %.4f, CPU %.4f (%+.4f): %s\" % (t,g,c,g-c,r))" "${v:-nan}" "$cpu" "$tol"; done' \
   'TG_REQUIRE_GPU=1 build-device/tg_gpu_tests --gtest_filter="GpuTrain.*:GpuParity.EveryOpBackward*:Gpu.Optimizers*:Gpu.ANonFinite*:Gpu.Gradcheck*:Gpu.HostWaits*" > "$OUT/train-tests.log" 2>&1; rc=$?; tail -15 "$OUT/train-tests.log"; echo "goal GPU training tests with TG_REQUIRE_GPU=1: $([ $rc -eq 0 ] && echo met || echo NOT met)"'

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 48's step-time goals from bench/gpu_train.cc's and bench/torch_gpu_train.py's JSON lines
 (the same card, the same run): one line a goal, "met" or "NOT met" with both times, torch.compile
-beside where it ran.
+beside where it ran; then, for each case gpu_train profiled (--profile), where its GPU time goes.
 
   python3 bench/gpu_train_compare.py TAPEGRAD.jsonl TORCH.jsonl
 """
@@ -23,7 +23,7 @@ def load(path):
 def main():
     ours, theirs = load(sys.argv[1]), load(sys.argv[2])
     failed = False
-    for o in ours:
+    for o in (r for r in ours if r.get("case", "train") == "train"):
         limits = GOALS.get((o["config"], o["batch"]))
         if not limits or o["precision"] not in limits:
             continue
@@ -46,6 +46,15 @@ def main():
             print(f"goal peak memory C batch 256 {o['precision']} <= 1.0x PyTorch's: {o['peak_mib']} vs {eager['peak_mib']} "
                   f"MiB ({mem:.2f}x): {'met' if mem <= 1.0 else 'NOT met'}")
             failed = failed or mem > 1.0
+    profiles = {}
+    for r in (r for r in ours if r.get("case") == "profile"):
+        profiles.setdefault((r["config"], r["batch"], r["precision"]), []).append(r)
+    for (config, batch, precision), rows in profiles.items():
+        total = sum(r["ms_per_step"] for r in rows)
+        launches = sum(r["launches_per_step"] for r in rows)
+        print(f"profile step {config} batch {batch} {precision}: {total:.2f} ms of GPU time a step, {launches:.0f} launches")
+        for r in sorted(rows, key=lambda r: -r["ms_per_step"])[:12]:
+            print(f"  {r['op']:<28} {r['ms_per_step']:8.3f} ms {100 * r['share']:5.1f}%  {r['launches_per_step']:6.1f} launches")
     sys.exit(1 if failed else 0)
 
 

@@ -2,11 +2,16 @@
 // one caching allocator per device.
 #include "graph/cuda.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "graph/cuda/runtime.h"
 #include "graph/device_memory_internal.h"
@@ -126,6 +131,38 @@ void set_poison_allocations(bool on) { g_poison.store(on, std::memory_order_rela
 bool poison_allocations() { return g_poison.load(std::memory_order_relaxed); }
 void* stream(int device) { return cuda_rt::stream(device); }
 void check_launch(const char* op, int device) { cuda_rt::after_launch(device, op); }
+
+std::vector<OpTime> op_time_table(const std::vector<std::pair<std::string, double>>& launches) {
+  std::map<std::string, OpTime> by_op;
+  for (const auto& [op, ms] : launches) {
+    OpTime& t = by_op[op];
+    t.op = op;
+    t.ms += ms;
+    ++t.launches;
+  }
+  std::vector<OpTime> rows;
+  rows.reserve(by_op.size());
+  for (auto& [op, t] : by_op) rows.push_back(std::move(t));
+  std::stable_sort(rows.begin(), rows.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+  return rows;
+}
+
+KernelProfile::KernelProfile(int device) : device_(device) { cuda_rt::profile_begin(device, "KernelProfile"); }
+KernelProfile::~KernelProfile() {
+  if (done_) return;
+  try {
+    (void)cuda_rt::profile_end(device_, "KernelProfile");
+  } catch (const Error&) {  // (a destructor does not throw: the error shows at the next GPU call)
+  }
+}
+const std::vector<OpTime>& KernelProfile::table() {
+  if (done_) return table_;
+  done_ = true;
+  std::vector<std::pair<std::string, double>> launches;
+  for (const cuda_rt::ProfileMark& m : cuda_rt::profile_end(device_, "KernelProfile")) launches.emplace_back(m.op, m.ms);
+  table_ = op_time_table(launches);
+  return table_;
+}
 
 }  // namespace cuda
 }  // namespace tg

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "device.h"
 
@@ -77,6 +79,39 @@ class ForbidHostWaits {
  private:
   bool outer_;
 };
+
+// Where a GPU's time goes, op by op (as torch.profiler's kernel table): while a KernelProfile is
+// alive, every op launched on `device` is followed by a CUDA event on its stream; table() waits for
+// the GPU and sums, by the op that launched them, the times from each event to the next. While the
+// GPU is kept busy that is the op's kernel time; when the host falls behind, it includes the wait
+// for the launch (time the GPU sat idle before that op). The events cost a few microseconds of host
+// time a launch: profile a few steps, not a run. One profile at a time.
+//
+//   tg::cuda::KernelProfile prof;
+//   for (int i = 0; i < 3; ++i) step();
+//   for (const auto& row : prof.table()) fmt::print("{:<24} {:8.3f} ms {:6} launches\n", row.op, row.ms, row.launches);
+struct OpTime {
+  std::string op;
+  double ms = 0;
+  uint64_t launches = 0;
+};
+class KernelProfile {
+ public:
+  explicit KernelProfile(int device = 0);
+  ~KernelProfile();  // stops profiling (if table() did not)
+  KernelProfile(const KernelProfile&) = delete;
+  KernelProfile& operator=(const KernelProfile&) = delete;
+  // Stops profiling and returns each op's total time and launches, the largest time first (ties by
+  // name). A second call returns the same table.
+  const std::vector<OpTime>& table();
+
+ private:
+  int device_;
+  bool done_ = false;
+  std::vector<OpTime> table_;
+};
+// The table of launches (op, ms) in launch order: sums by op, largest first (ties by name).
+std::vector<OpTime> op_time_table(const std::vector<std::pair<std::string, double>>& launches);
 
 // For your own CUDA kernels: the stream tapegrad queues work on for `device`, as an opaque handle
 // (a cudaStream_t: `static_cast<cudaStream_t>(tg::cuda::stream(0))`). Launch on it and tapegrad's

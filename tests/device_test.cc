@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "graph/cuda/runtime.h"
 #include "graph/device_memory_internal.h"
@@ -198,6 +199,7 @@ TEST(Devices, WithoutAGpuAskingForOneIsOneLine) {
   expect_one_line([&] { (void)x.to(Device::cuda()); }, "to");
   expect_one_line([&] { (void)tg::zeros({4}, tg::kFloat32, Device::cuda()); }, "allocate");
   expect_one_line([&] { tg::cuda::synchronize(); }, "synchronize");
+  expect_one_line([&] { tg::cuda::KernelProfile profile; }, "KernelProfile");
   EXPECT_EQ(x.device(), tg::kCPU);
   EXPECT_FALSE(x.is_cuda());
   EXPECT_EQ(tg::zeros_like(x).device(), tg::kCPU);
@@ -215,3 +217,19 @@ TEST(Devices, CpuTensorsRefuseGpuPointers) {
 }
 
 }  // namespace
+
+// KernelProfile's table: launch times summed by op, largest first, ties in name order.
+TEST(Devices, KernelProfileTablesSumByOpLargestFirst) {
+  const std::vector<tg::cuda::OpTime> t = tg::cuda::op_time_table(
+      {{"matmul", 1.5}, {"add", 0.125}, {"matmul", 2.0}, {"softmax", 0.5}, {"add", 0.25}, {"layer_norm", 0.5}});
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[0].op, "matmul");
+  EXPECT_DOUBLE_EQ(t[0].ms, 3.5);
+  EXPECT_EQ(t[0].launches, 2u);
+  EXPECT_EQ(t[1].op, "layer_norm");  // 0.5, before softmax's 0.5 by name
+  EXPECT_EQ(t[2].op, "softmax");
+  EXPECT_EQ(t[3].op, "add");
+  EXPECT_DOUBLE_EQ(t[3].ms, 0.375);
+  EXPECT_EQ(t[3].launches, 2u);
+  EXPECT_TRUE(tg::cuda::op_time_table({}).empty());
+}

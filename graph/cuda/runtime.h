@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tg::cuda_rt {
 
@@ -41,6 +42,16 @@ void after_launch(int device, const char* op);
 // A cudaError_t (as an int) returned by a CUDA library call made for `op` (CUB): one line if not success.
 void check_status(int error, int device, const char* op, const char* what);
 uint64_t launches();
+// Kernel timing for tg::cuda::KernelProfile: between profile_begin and profile_end every
+// after_launch on `device` records a CUDA event on its stream (one profile at a time, process-wide);
+// profile_end waits for the stream and returns, per launch in order, its op and the milliseconds
+// from the previous event (the profile's start for the first) to its own.
+struct ProfileMark {
+  const char* op;
+  double ms;
+};
+void profile_begin(int device, const char* op);
+std::vector<ProfileMark> profile_end(int device, const char* op);
 uint64_t host_waits();
 bool forbid_host_waits(bool on);  // this thread's switch; returns the previous value
 bool sync_debug();

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -275,11 +277,77 @@ void* stream(int device) {
   return devices()[device].stream;
 }
 
+namespace {
+// KernelProfile's state: the device profiled (-1: none) and an event after each launch there.
+struct Profile {
+  std::mutex mu;
+  int device = -1;
+  cudaEvent_t start = nullptr;
+  std::vector<std::pair<const char*, cudaEvent_t>> marks;
+  std::vector<cudaEvent_t> spare;  // events of earlier profiles, reused
+};
+Profile& profile() {
+  static auto* p = new Profile();  // never destroyed (events outlive statics)
+  return *p;
+}
+std::atomic<int> g_profiled_device{-1};
+
+cudaEvent_t profile_event(Profile& p, int device, const char* op) {
+  cudaEvent_t e = nullptr;
+  if (!p.spare.empty()) {
+    e = p.spare.back();
+    p.spare.pop_back();
+  } else {
+    check(cudaEventCreate(&e), device, op, "a profiling event");
+  }
+  check(cudaEventRecord(e, devices()[device].stream), device, op, "a profiling event");
+  return e;
+}
+}  // namespace
+
+void profile_begin(int device, const char* op) {
+  use_device(device, op);
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.device >= 0) fail(op, "a KernelProfile of cuda:{} is already running (one at a time)", p.device);
+  p.start = profile_event(p, device, op);
+  p.device = device;
+  g_profiled_device.store(device, std::memory_order_release);
+}
+
+std::vector<ProfileMark> profile_end(int device, const char* op) {
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mu);
+  g_profiled_device.store(-1, std::memory_order_release);
+  std::vector<ProfileMark> out;
+  if (p.device != device) return out;
+  p.device = -1;
+  const std::vector<std::pair<const char*, cudaEvent_t>> marks = std::move(p.marks);
+  p.marks.clear();
+  wait_and_check_indices(device, op, "the profile's kernels");
+  cudaEvent_t prev = p.start;
+  out.reserve(marks.size());
+  for (const auto& [name, e] : marks) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, prev, e), device, op, "a profiling event");
+    out.push_back({name, static_cast<double>(ms)});
+    p.spare.push_back(prev);
+    prev = e;
+  }
+  p.spare.push_back(prev);
+  return out;
+}
+
 void after_launch(int device, const char* op) {
   g_launches.fetch_add(1, std::memory_order_relaxed);
   check(cudaGetLastError(), device, op, "launch");
   if (g_sync_debug.load(std::memory_order_relaxed)) {
     check(cudaStreamSynchronize(devices()[device].stream), device, op, "the kernel (sync-debug mode)");
+  }
+  if (g_profiled_device.load(std::memory_order_acquire) == device) {
+    Profile& p = profile();
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.device == device) p.marks.emplace_back(op, profile_event(p, device, op));
   }
 }
 

@@ -31,6 +31,8 @@ void synchronize(int, const char* op) { refuse(op); }
 void* stream(int) { refuse("stream"); }
 void after_launch(int, const char* op) { refuse(op); }
 uint64_t launches() { return 0; }
+void profile_begin(int, const char* op) { refuse(op); }
+std::vector<ProfileMark> profile_end(int, const char* op) { refuse(op); }
 void check_status(int, int, const char* op, const char*) { refuse(op); }
 uint64_t host_waits() { return 0; }
 bool forbid_host_waits(bool) { return false; }

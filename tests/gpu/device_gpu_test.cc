@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -616,6 +617,35 @@ TEST(Gpu, AutocastKeepsEachWeightsBFloat16CopyAndTheOptimizerRefreshesIt) {
     tg::sum(y1).backward();
     opt.step();
   }
+}
+
+}  // namespace
+
+namespace {
+
+// KernelProfile times every op on the GPU: each op launched appears with its launches, the times
+// are positive, and the table comes back largest first.
+TEST(Gpu, KernelProfileTimesEveryOp) {
+  TG_NEED_GPU();
+  const Tensor a = tg::randn({512, 512}).to(kGpu), b = tg::randn({512, 512}).to(kGpu);
+  tg::cuda::synchronize();
+  std::vector<tg::cuda::OpTime> table;
+  {
+    tg::cuda::KernelProfile profile;
+    for (int i = 0; i < 3; ++i) (void)tg::softmax(tg::add(tg::matmul(a, b), 1.0), -1);
+    table = profile.table();
+    EXPECT_EQ(profile.table().size(), table.size());  // a second call: the same table
+  }
+  std::map<std::string, tg::cuda::OpTime> by_op;
+  for (const auto& row : table) by_op[row.op] = row;
+  for (const char* op : {"matmul", "add", "softmax"}) {
+    ASSERT_TRUE(by_op.count(op)) << op;
+    EXPECT_EQ(by_op[op].launches, 3u) << op;
+    EXPECT_GT(by_op[op].ms, 0.0) << op;
+  }
+  for (size_t i = 1; i < table.size(); ++i) EXPECT_GE(table[i - 1].ms, table[i].ms);
+  tg::cuda::KernelProfile again;  // one at a time, and the last one has ended
+  (void)again.table();
 }
 
 }  // namespace
