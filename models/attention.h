@@ -53,9 +53,10 @@ struct KVCache {
 };
 
 // softmax(q kᵀ · scale + mask) v over q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]
-// (scale 0 means 1/√d_k; pass 1 to see what happens without the scaling). With need_weights (or
-// attention dropout in training) it is computed from generic ops and returns the weights
-// [..., T, S]; otherwise it runs the fused flash-attention kernel, which never stores them.
+// (scale 0 means 1/√d_k; pass 1 to see what happens without the scaling). With need_weights it is
+// computed from generic ops and returns the weights [..., T, S]; otherwise it runs the fused
+// flash-attention kernel, which never stores them (nor dropout's mask on them: dropout_p draws the
+// same mask in both forms).
 // key_padding is only meaningful for 4-D [B, heads, T, d] inputs.
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionMask& mask = {}, bool need_weights = false,

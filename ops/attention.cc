@@ -6,6 +6,7 @@
 
 #include "graph/factory.h"
 #include "ops/cuda/attention.h"
+#include "ops/dropout_keys.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/attention.h"
 #include "ops/matmul.h"
@@ -65,6 +66,7 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
            o.kv_length);
   if (o.kv_length > 0) dm.S = o.kv_length;
   TG_CHECK(o.causal_offset >= 0, op, "causal_offset must be >= 0, got {}", o.causal_offset);
+  TG_CHECK(o.dropout >= 0 && o.dropout < 1, op, "dropout must be in [0, 1), got {}", o.dropout);
   if (o.mask.defined()) {
     TG_CHECK(o.mask.dtype() == kBool, op, "mask must be bool (true = hidden), got {} of shape {}", o.mask.dtype(),
              o.mask.shape());
@@ -83,9 +85,43 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
 
 double scale_of(const AttentionOptions& o, int64_t d) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(d)); }
 
+// A call's dropout on its weights: the keys dropout() would draw for weights [lead..., T, S].
+struct AttnDrop {
+  bool on = false;
+  detail::DropoutKeys keys;
+  uint32_t threshold = 0;
+  double scale = 1;
+};
+AttnDrop attention_dropout(const AttentionOptions& o, const Dims& dm, const Device& device) {
+  AttnDrop d;
+  if (o.dropout <= 0) return d;
+  Shape weights = dm.lead;
+  weights.push_back(dm.T);
+  weights.push_back(dm.S);
+  d.on = true;
+  d.keys = detail::dropout_keys(weights, device);
+  d.threshold = detail::dropout_threshold(o.dropout);
+  d.scale = 1.0 / (1.0 - o.dropout);
+  return d;
+}
+// Head n's part of it for the CPU kernels.
+k::AttnDropout cpu_dropout(const AttnDrop& d, const Dims& dm, int64_t n) {
+  k::AttnDropout a;
+  if (!d.on) return a;
+  a.on = true;
+  a.thr31 = static_cast<int32_t>(d.threshold >> 1);
+  a.scale = d.scale;
+  a.key = d.keys.key;
+  a.first = n * dm.T * dm.S;
+  a.row_len = dm.S;
+  a.row_keys = d.keys.rows ? d.keys.rows->data() + n * dm.T : nullptr;
+  return a;
+}
+
 // flash_attention's arguments on a GPU (ops/cuda/attention.h): q, k, v (and the mask) on one device.
 cuda_ops::AttentionArgs gpu_attention_args(const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& out,
-                                           const Tensor& lse, const AttentionOptions& o, const Dims& dm, double scale) {
+                                           const Tensor& lse, const AttentionOptions& o, const Dims& dm, double scale,
+                                           const AttnDrop& drop) {
   const char* op = "flash_attention";
   detail::check_same_device(op, q, "q", kk, "k");
   detail::check_same_device(op, q, "q", v, "v");
@@ -131,11 +167,21 @@ cuda_ops::AttentionArgs gpu_attention_args(const Tensor& q, const Tensor& kk, co
     a.mask_row = st[r - 2];
     a.mask_col = st[r - 1];
   }
+  if (drop.on) {
+    a.dropout = true;
+    a.drop_thr31 = static_cast<int32_t>(drop.threshold >> 1);
+    a.drop_scale = drop.scale;
+    a.drop_key = drop.keys.key;
+    if (drop.keys.rows) {
+      detail::check_same_device(op, q, "q", drop.keys.rows_on_device, "dropout's row keys");
+      a.drop_row_keys = static_cast<const uint64_t*>(detail::gpu_ptr(drop.keys.rows_on_device));
+    }
+  }
   return a;
 }
 void gpu_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& out, const Tensor& lse,
-                   const AttentionOptions& o, const Dims& dm, double scale) {
-  cuda_ops::attention(gpu_attention_args(q, kk, v, out, lse, o, dm, scale));
+                   const AttentionOptions& o, const Dims& dm, double scale, const AttnDrop& drop) {
+  cuda_ops::attention(gpu_attention_args(q, kk, v, out, lse, o, dm, scale, drop));
 }
 
 // Per batch index: the mask's base offset and its row/column strides (0 where it broadcasts).
@@ -166,13 +212,15 @@ MaskLayout mask_layout(const Tensor& mask, const Dims& dm) {
   return ml;
 }
 
-// The fused attention's backward from public ops, used on a GPU until its kernel lands (issue 48):
+// The fused attention's backward from public ops, on a GPU for float32 and float64 (and bfloat16
+// off the tensor cores):
 // the weights are recomputed from the saved log-sum-exp, P = exp(q kᵀ s - lse) (0 where masked or
 // where a row sees no key), then dV = Pᵀ g, dP = g Vᵀ, dS = P (dP - rowsum(g o)), dQ = dS K s and
 // dK = dSᵀ Q s; a grouped key/value head sums its query heads, rows past kv_length get zeros. Every
 // sum is a product or a fixed-order reduction: the same bits every run.
 Grads attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
-                                   const Tensor& g, const AttentionOptions& opts, const Dims& dm, double scale) {
+                                   const Tensor& g, const AttentionOptions& opts, const Dims& dm, double scale,
+                                   const AttnDrop& drop) {
   const double ninf = -std::numeric_limits<double>::infinity();
   Tensor kk = dm.rows > dm.S ? narrow(k, -2, 0, dm.S) : k, vv = dm.rows > dm.S ? narrow(v, -2, 0, dm.S) : v;
   const Shape k_shape = kk.shape(), v_shape = vv.shape();
@@ -184,8 +232,10 @@ Grads attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor
   if (opts.causal) sc = masked_fill(sc, causal_mask(dm.T, dm.S, opts.causal_offset, q.device()), ninf);
   if (opts.mask.defined()) sc = masked_fill(sc, opts.mask, ninf);
   Tensor p = masked_fill(exp(sub(sc, unsqueeze(lse, -1))), unsqueeze(eq(lse, ninf), -1), 0.0);
-  Tensor dv = matmul(p, g, true, false);
-  Tensor ds = mul(p, sub(matmul(g, vv, false, true), sum(mul(g, o), {-1}, true)));
+  // With dropout (mask Z, regenerated from the call's keys): dV = (Z P)ᵀ g, dS = P (Z dP - rowsum(g o)).
+  auto drop_mask = [&](const Tensor& t) { return drop.on ? detail::apply_dropout(t, drop.keys, drop.threshold, drop.scale) : t; };
+  Tensor dv = matmul(drop_mask(p), g, true, false);
+  Tensor ds = mul(p, sub(drop_mask(matmul(g, vv, false, true)), sum(mul(g, o), {-1}, true)));
   Tensor dq = mul(matmul(ds, kk), scale);
   Tensor dk = mul(matmul(ds, q, true, false), scale);
   auto fold_group = [&](const Tensor& t, const Shape& want) {  // [.., H_kv * group, S, e] -> [.., H_kv, S, e]
@@ -207,15 +257,15 @@ Grads attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor
 // backward on tensor cores too (ops/cuda/attention.h), or in float32 from public ops where the
 // gradient's storage is not 16-byte aligned.
 Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts,
-                             const Dims& dm, double scale) {
+                             const Dims& dm, double scale, const AttnDrop& drop) {
   Shape out_shape = dm.lead, lse_shape = dm.lead;
   out_shape.push_back(dm.T);
   out_shape.push_back(dm.dv);
   lse_shape.push_back(dm.T);
   Tensor out = Tensor::empty(out_shape, kBFloat16, q.device());
   Tensor lse = Tensor::empty(lse_shape, kFloat32, q.device());
-  gpu_attention(q, kk, v, out, lse, opts, dm, scale);
-  return record("flash_attention", out, {q, kk, v}, [q, kk, v, lse, opts, dm, scale](const Tensor& g, const Node& node) {
+  gpu_attention(q, kk, v, out, lse, opts, dm, scale, drop);
+  return record("flash_attention", out, {q, kk, v}, [q, kk, v, lse, opts, dm, scale, drop](const Tensor& g, const Node& node) {
     TG_CHECK(!grad_enabled(), "flash_attention", "its backward is a fused kernel and cannot be differentiated again "
              "(create_graph); use attention_unfused for higher-order gradients");
     const Tensor o = node.output(), g16 = to(g, kBFloat16);
@@ -224,7 +274,7 @@ Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v,
              dv = Tensor::empty(v.shape(), kBFloat16, q.device());
       const Tensor delta = Tensor::empty(lse.shape(), kFloat32, q.device());
       cuda_ops::AttentionBackwardArgs b;
-      b.fwd = gpu_attention_args(q, kk, v, o, lse, opts, dm, scale);
+      b.fwd = gpu_attention_args(q, kk, v, o, lse, opts, dm, scale, drop);
       b.g = detail::gpu_ptr(g16);
       b.delta = detail::gpu_ptr(delta);
       b.dq = detail::gpu_ptr(dq);
@@ -234,7 +284,7 @@ Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v,
       return Grads{node.needs(0) ? dq : Tensor(), node.needs(1) ? dk : Tensor(), node.needs(2) ? dv : Tensor()};
     }
     const Grads gr = attention_backward_from_ops(to(q, kFloat32), to(kk, kFloat32), to(v, kFloat32),
-                                                 to(o, kFloat32), lse, to(g, kFloat32), opts, dm, scale);
+                                                 to(o, kFloat32), lse, to(g, kFloat32), opts, dm, scale, drop);
     return Grads{node.needs(0) ? to(gr[0], kBFloat16) : Tensor(), node.needs(1) ? to(gr[1], kBFloat16) : Tensor(),
                  node.needs(2) ? to(gr[2], kBFloat16) : Tensor()};
   }, /*save_output=*/true);
@@ -251,7 +301,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
   if (q.dtype() == kBFloat16) {
     if (q.is_cuda() && cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {detail::gpu_ptr(q), detail::gpu_ptr(kk),
                                                                              detail::gpu_ptr(v)})) {
-      return tensor_core_attention(q, kk, v, opts, dm, scale);
+      return tensor_core_attention(q, kk, v, opts, dm, scale, attention_dropout(opts, dm, q.device()));
     }
     return to(flash_attention(to(q, kFloat32), to(kk, kFloat32), to(v, kFloat32), opts), kBFloat16);
   }
@@ -263,8 +313,9 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
   Tensor out = Tensor::empty(out_shape, q.dtype(), q.device());
   Tensor lse = Tensor::empty(lse_shape, q.dtype(), q.device());
   MaskLayout ml = mask_layout(opts.mask, dm);
+  AttnDrop drop = attention_dropout(opts, dm, q.device());
   if (q.is_cuda()) {
-    gpu_attention(q, kk, v, out, lse, opts, dm, scale);
+    gpu_attention(q, kk, v, out, lse, opts, dm, scale, drop);
   } else {
     const bool* mask = opts.mask.defined() ? opts.mask.data<bool>() : nullptr;
     dispatch_float(q.dtype(), "flash_attention", [&](auto tag) {
@@ -277,19 +328,20 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
           k::AttnMask m{opts.causal, mask ? mask + ml.base[n] : nullptr, ml.row, ml.col, opts.causal_offset};
           const int64_t kv = n / dm.group;
           k::attention_forward<T>(pq + n * dm.T * dm.d, pk + kv * dm.rows * dm.d, pv + kv * dm.rows * dm.dv, po + n * dm.T * dm.dv,
-                                  pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w);
+                                  pl + n * dm.T, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w,
+                                  cpu_dropout(drop, dm, n));
         }
       });
     });
   }
   return record("flash_attention", out, {q, kk, v},
-                [q, kk, v, lse, opts, dm, scale, ml = std::move(ml)](const Tensor& g0, const Node& node) {
+                [q, kk, v, lse, opts, dm, scale, ml = std::move(ml), drop = std::move(drop)](const Tensor& g0, const Node& node) {
     TG_CHECK(!grad_enabled(), "flash_attention", "its backward is a fused kernel and cannot be differentiated again "
              "(create_graph); use attention_unfused for higher-order gradients");
     Tensor o = node.output();
     Tensor g = to(g0, q.dtype());
     if (q.is_cuda()) {
-      Grads gr = attention_backward_from_ops(q, kk, v, o, lse, g, opts, dm, scale);
+      Grads gr = attention_backward_from_ops(q, kk, v, o, lse, g, opts, dm, scale, drop);
       return Grads{node.needs(0) ? gr[0] : Tensor(), node.needs(1) ? gr[1] : Tensor(), node.needs(2) ? gr[2] : Tensor()};
     }
     Tensor gq = Tensor::empty(q.shape(), q.dtype());
@@ -312,7 +364,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
             k::attention_backward<T>(q.data<T>() + qo, kk.data<T>() + ko, v.data<T>() + vo, o.data<T>() + oo,
                                      lse.data<T>() + n * dm.T, g.data<T>() + oo, gq.data<T>() + qo, gk.data<T>() + ko,
                                      gv.data<T>() + vo, dm.T, dm.S, dm.d, dm.dv, static_cast<T>(scale), m, w, drow,
-                                     /*accumulate=*/n > kv * dm.group);
+                                     /*accumulate=*/n > kv * dm.group, cpu_dropout(drop, dm, n));
           }
         }
       });
@@ -325,7 +377,8 @@ namespace detail {
 std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                         const Tensor& lse, const Tensor& g, const AttentionOptions& opts) {
   const Dims dm = check_attention("flash_attention", q, k, v, opts);
-  const Grads gr = attention_backward_from_ops(q, k, v, out, lse, g, opts, dm, scale_of(opts, dm.d));
+  const Grads gr = attention_backward_from_ops(q, k, v, out, lse, g, opts, dm, scale_of(opts, dm.d),
+                                               attention_dropout(opts, dm, q.device()));
   return {gr[0], gr[1], gr[2]};
 }
 }  // namespace detail
@@ -343,7 +396,7 @@ AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tenso
   if (opts.causal) scores = masked_fill(scores, causal_mask(dm.T, dm.S, opts.causal_offset, q.device()), ninf);
   if (opts.mask.defined()) scores = masked_fill(scores, opts.mask, ninf);
   Tensor weights = softmax(scores, -1);
-  return {matmul(weights, v), weights};
+  return {matmul(opts.dropout > 0 ? dropout(weights, opts.dropout, true) : weights, v), weights};
 }
 
 Tensor repeat_kv(const Tensor& x, int64_t n_rep) {

@@ -13,6 +13,8 @@ struct AttentionOptions {
   double scale = 0;     // 0: 1 / sqrt(d)
   int64_t kv_length = 0;  // > 0: only the first kv_length keys and values (dim -2) are read, the
                           // filled part of a preallocated cache; masks then cover [..., T, kv_length]
+  double dropout = 0;     // in [0, 1): dropout on the weights (training): the mask dropout(weights, p)
+                          // would draw from the same seed (or SampleKeyScope), never stored
 };
 
 // Fused (flash-attention) form: q [..., T, d], k [..., S, d], v [..., S, dv] with the same leading
@@ -51,7 +53,8 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 namespace detail {
 // flash_attention's backward from public ops (what a GPU runs until its fused kernel lands):
 // (dq, dk, dv) for the output `out`, the saved per-row log-sum-exp `lse` [..., T] and the
-// gradient g. Exposed so that the CPU's tests check it against the CPU's fused kernel.
+// gradient g. Exposed so that the CPU's tests check it against the CPU's fused kernel. With
+// opts.dropout it draws the call's keys as flash_attention does (reseed to draw the same).
 std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                         const Tensor& lse, const Tensor& g, const AttentionOptions& opts);
 }  // namespace detail

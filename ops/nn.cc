@@ -9,6 +9,7 @@
 #include "graph/random.h"
 #include "ops/elementwise.h"
 #include "ops/cuda/nn.h"
+#include "ops/dropout_keys.h"
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/layer_norm.h"
 #include "ops/kernels/sgns.h"
@@ -638,14 +639,7 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
 
 // ---- Dropout and masks ---------------------------------------------------------------------
 
-namespace {
-// Which mask a dropout call applies: one key for the whole tensor, or (rows set) one key a row of
-// its last dimension, kept on the host for the CPU and uploaded once (as int64) for a GPU.
-struct DropoutKeys {
-  uint64_t key = 0;
-  std::shared_ptr<std::vector<uint64_t>> rows;
-  Tensor rows_on_device;
-};
+namespace detail {
 
 // y = x where the mask keeps it, times scale; 0 where it drops it. On x's device, the same bits
 // on the CPU and a GPU (ops/cuda/math.h's dropout_element, tested against the CPU kernel).
@@ -685,6 +679,9 @@ Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshol
 
 // Dropout keyed by sample: one key per row (every dimension but the last), from the call's key,
 // the row's sample and its coordinates within the sample, so that padding changes no key.
+}  // namespace detail
+
+namespace {
 std::shared_ptr<std::vector<uint64_t>> sample_row_keys(const Shape& shape, SampleKeyScope& sk) {
   const uint64_t call = mix_key(sk.key, sk.calls++);
   const int64_t d = static_cast<int64_t>(shape.size()), len = shape[static_cast<size_t>(d - 1)];
@@ -708,21 +705,16 @@ std::shared_ptr<std::vector<uint64_t>> sample_row_keys(const Shape& shape, Sampl
 }
 }  // namespace
 
-Tensor dropout(const Tensor& x, double p, bool training) {
-  detail::check_float(x, "dropout");
-  TG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);
-  if (!training || p == 0.0) return x;
-  if (p == 1.0) return mul(x, 0.0);
-  const uint32_t threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
-  const double scale = 1.0 / (1.0 - p);
+namespace detail {
+DropoutKeys dropout_keys(const Shape& shape, const Device& device) {
   SampleKeyScope* sk = current_sample_keys();
   DropoutKeys keys;
-  if (sk && x.dim() >= 2 && x.size(0) == static_cast<int64_t>(sk->samples.size())) {
-    keys.rows = sample_row_keys(x.shape(), *sk);
-    if (x.is_cuda()) {  // the keys travel as int64 bits: one upload a call, read by forward and backward
+  if (sk && shape.rank() >= 2 && shape[0] == static_cast<int64_t>(sk->samples.size())) {
+    keys.rows = sample_row_keys(shape, *sk);
+    if (device.is_cuda()) {  // the keys travel as int64 bits: one upload a call, read by forward and backward
       std::vector<int64_t> bits(keys.rows->size());
       std::memcpy(bits.data(), keys.rows->data(), bits.size() * sizeof(int64_t));
-      keys.rows_on_device = from_vector(bits, Shape{static_cast<int64_t>(bits.size())}).to(x.device());
+      keys.rows_on_device = from_vector(bits, Shape{static_cast<int64_t>(bits.size())}).to(device);
     }
   } else if (sk) {
     // One key for the whole mask: inside a SampleKeyScope on a tensor not shaped per sample, from
@@ -733,13 +725,26 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   } else {
     keys.key = default_generator().next_u64();
   }
+  return keys;
+}
+uint32_t dropout_threshold(double p) { return static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0)); }
+}  // namespace detail
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  detail::check_float(x, "dropout");
+  TG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return mul(x, 0.0);
+  const uint32_t threshold = detail::dropout_threshold(p);
+  const double scale = 1.0 / (1.0 - p);
+  const detail::DropoutKeys keys = detail::dropout_keys(x.shape(), x.device());
   // The mask itself is never stored: the backward regenerates it from the keys. Recorded (double
   // backward): g times the mask as a tensor; else the mask applied to g in one pass.
-  return record("dropout", apply_dropout(x, keys, threshold, scale), {x},
+  return record("dropout", detail::apply_dropout(x, keys, threshold, scale), {x},
                 [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](const Tensor& g0, const Node&) {
     Tensor g = to(g0, dtype);
-    if (grad_enabled()) return Grads{mul(g, apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale))};
-    return Grads{apply_dropout(g, keys, threshold, scale)};
+    if (grad_enabled()) return Grads{mul(g, detail::apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale))};
+    return Grads{detail::apply_dropout(g, keys, threshold, scale)};
   });
 }
 

@@ -3,7 +3,10 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace {
 using namespace tgt;
@@ -150,6 +153,69 @@ TEST(AttentionOps, Gradcheck) {
   EXPECT_TRUE(gradgradcheck_ok(
       [&](const std::vector<Tensor>& in) { return tg::attention_unfused(in[0], in[1], in[2], {.causal = true}).output; },
       {leaf({1, 4, 3}), leaf({1, 4, 3}), leaf({1, 4, 2})}));
+}
+
+// Dropout on the weights: the fused kernel draws the mask dropout() draws over the unfused
+// weights from the same seed (and, in a SampleKeyScope, keyed by sample), never storing it: the
+// same outputs and gradients; the row sums count the dropped weights; gradcheck holds with the
+// mask fixed by reseeding; the backward from ops (the GPU's) regenerates the same mask.
+TEST(AttentionOps, DropoutOnTheWeightsIsTheUnfusedFormsMask) {
+  struct Variant {
+    Shape q, kv;
+    tg::AttentionOptions o;
+  };
+  std::vector<Variant> variants = {
+      {{2, 3, 70, 8}, {2, 3, 70, 8}, {.causal = true, .dropout = 0.3}},
+      {{2, 4, 5, 8}, {2, 2, 9, 8}, {.causal = true, .causal_offset = 2, .kv_length = 7, .dropout = 0.5}},  // GQA, cache
+      {{3, 2, 6, 4}, {3, 2, 66, 4}, {.dropout = 0.1}}};
+  for (size_t vi = 0; vi < variants.size(); ++vi) {
+    const Variant& vc = variants[vi];
+    for (bool by_sample : {false, true}) {
+      tg::manual_seed(21);
+      const Tensor q = leaf(vc.q), k = leaf(vc.kv), v = leaf(vc.kv), g = tg::randn(vc.q, tg::kFloat64);
+      auto run = [&](bool fused) {
+        tg::manual_seed(99);
+        std::unique_ptr<tg::SampleKeyScope> scope;
+        if (by_sample) {
+          std::vector<int64_t> samples;
+          for (int64_t b = 0; b < vc.q[0]; ++b) samples.push_back(10 + 3 * b);
+          scope = std::make_unique<tg::SampleKeyScope>(77, samples);
+        }
+        const Tensor out = fused ? tg::flash_attention(q, k, v, vc.o) : tg::attention_unfused(q, k, v, vc.o).output;
+        std::vector<Tensor> grads = tg::grad({out}, {q, k, v}, {g});
+        grads.insert(grads.begin(), out.detach());
+        return grads;
+      };
+      const std::vector<Tensor> fused = run(true), unfused = run(false);
+      const std::string what = "variant " + std::to_string(vi) + (by_sample ? " keyed by sample" : "");
+      for (int i = 0; i < 4; ++i) EXPECT_TRUE(close(fused[i], unfused[i], 1e-10, 1e-12)) << what << " tensor " << i;
+      // The same seed without dropout gives another output: the mask did something.
+      tg::AttentionOptions none = vc.o;
+      none.dropout = 0;
+      EXPECT_FALSE(close(fused[0], tg::flash_attention(q, k, v, none).detach(), 1e-3, 1e-3)) << what;
+    }
+  }
+  // gradcheck (float64) with the mask held fixed by reseeding before each call.
+  tg::AttentionOptions o{.causal = true, .dropout = 0.4};
+  EXPECT_TRUE(gradcheck_ok(
+      [&](const std::vector<Tensor>& in) {
+        tg::manual_seed(3);
+        return tg::flash_attention(in[0], in[1], in[2], o);
+      },
+      {leaf({2, 6, 4}), leaf({2, 9, 4}), leaf({2, 9, 3})}));
+  // The GPU's backward from ops regenerates the same mask.
+  tg::manual_seed(4);
+  const Tensor q = leaf({2, 2, 9, 8}), k = leaf({2, 2, 11, 8}), v = leaf({2, 2, 11, 6});
+  tg::manual_seed(5);
+  const Tensor fused = tg::flash_attention(q, k, v, o);
+  const Tensor g = tg::randn(fused.shape(), tg::kFloat64);
+  const std::vector<Tensor> want = tg::grad({fused}, {q, k, v}, {g});
+  tg::NoGradGuard no_grad;
+  tg::manual_seed(5);
+  const std::vector<Tensor> got = tg::detail::flash_attention_backward_from_ops(q, k, v, fused.detach(), saved_lse(q, k, o), g, o);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(got[i], want[i], 1e-10, 1e-12)) << "gradient " << i;
+  EXPECT_TRUE(throws_with([&] { (void)tg::flash_attention(q, k, v, {.dropout = 1.0}); },
+                          {"flash_attention: dropout must be in [0, 1), got 1"}));
 }
 
 TEST(AttentionOps, WeightsAreRowStochasticAndRespectMasks) {

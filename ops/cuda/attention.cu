@@ -19,11 +19,23 @@ struct MaskSpec {
   int64_t row, col;
   bool causal;
   int64_t offset;
+  bool dropout;
+  int32_t thr31;
+  uint64_t key;
+  const uint64_t* row_keys;
 };
+
+// Weight (i, j) of head n after dropout: e kept (times scale) or 0 (AttentionArgs::dropout).
+template <class T>
+__device__ __forceinline__ T dropped(T e, const MaskSpec& m, T scale, int64_t n, int64_t T_, int64_t S, int64_t i, int64_t j) {
+  const bool keep = m.row_keys != nullptr ? math::dropout_keeps(m.row_keys[n * T_ + i], j, m.thr31)
+                                          : math::dropout_keeps(m.key, (n * T_ + i) * S + j, m.thr31);
+  return keep ? e * scale : T(0);
+}
 
 template <class T>
 __global__ void attention_rows(const T* q, const T* k, const T* v, T* out, T* lse, int64_t T_, int64_t S, int64_t rows,
-                               int64_t d, int64_t dv, int64_t group, int64_t heads, T scale, MaskSpec m) {
+                               int64_t d, int64_t dv, int64_t group, int64_t heads, T scale, T drop_scale, MaskSpec m) {
   __shared__ T qrow[kMaxHeadSize];
   __shared__ T p[kChunk];
   __shared__ T part[kRowThreads];
@@ -70,8 +82,8 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, T* out, T* ls
     T local_sum = 0;
     for (int64_t c = threadIdx.x; c < len; c += kRowThreads) {
       const T e = p[c] == -static_cast<T>(INFINITY) ? T(0) : math::m_exp(p[c] - new_max);
-      p[c] = e;
-      local_sum += e;
+      p[c] = m.dropout ? dropped(e, m, drop_scale, n, T_, S, i, s0 + c) : e;
+      local_sum += e;  // (the row sum counts dropped weights too)
     }
     const T chunk_sum = block_fold<T, false>(local_sum, part);  // (its barrier also publishes p)
     run_sum = run_sum * rescale + chunk_sum;
@@ -117,7 +129,8 @@ void attention(const AttentionArgs& a) {
     cuda_rt::after_launch(a.device, a.op);
     return;
   }
-  MaskSpec m{a.mask, a.lead_rank, {}, {}, a.mask_row, a.mask_col, a.causal, a.causal_offset};
+  MaskSpec m{a.mask, a.lead_rank, {}, {}, a.mask_row, a.mask_col, a.causal, a.causal_offset,
+             a.dropout, a.drop_thr31, a.drop_key, a.drop_row_keys};
   for (int r = 0; r < a.lead_rank; ++r) {
     m.lead[r] = a.lead[r];
     m.lead_stride[r] = a.mask_lead_stride[r];
@@ -129,12 +142,12 @@ void attention(const AttentionArgs& a) {
     attention_rows<double><<<grid, kRowThreads, 0, s>>>(static_cast<const double*>(a.q), static_cast<const double*>(a.k),
                                                      static_cast<const double*>(a.v), static_cast<double*>(a.out),
                                                      static_cast<double*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group, a.n,
-                                                     a.scale, m);
+                                                     a.scale, a.drop_scale, m);
   } else {
     attention_rows<float><<<grid, kRowThreads, 0, s>>>(static_cast<const float*>(a.q), static_cast<const float*>(a.k),
                                                     static_cast<const float*>(a.v), static_cast<float*>(a.out),
                                                     static_cast<float*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group, a.n,
-                                                    static_cast<float>(a.scale), m);
+                                                    static_cast<float>(a.scale), static_cast<float>(a.drop_scale), m);
   }
   cuda_rt::after_launch(a.device, a.op);
 }

@@ -35,6 +35,14 @@ struct AttentionArgs {
   int64_t lead[kMaxLeadRank] = {};
   int64_t mask_lead_stride[kMaxLeadRank] = {};
   int64_t mask_row = 0, mask_col = 0;
+  // Dropout on the weights (AttentionOptions::dropout): weight (i, j) of head n is kept, times
+  // drop_scale, when math::dropout_keeps(drop_key, (n T + i) S + j) — or, with row keys (dropout
+  // keyed by sample), dropout_keeps(drop_row_keys[n T + i], j); the row sums count every weight.
+  bool dropout = false;
+  int32_t drop_thr31 = 0;
+  double drop_scale = 1;
+  uint64_t drop_key = 0;
+  const uint64_t* drop_row_keys = nullptr;  // device memory, [n T]
 };
 void attention(const AttentionArgs& args);
 

@@ -139,6 +139,20 @@ __global__ void __launch_bounds__(kWarps * 32) attention_tc_kernel(const TcAtten
         sum_a += s[nt][0] + s[nt][1];
         sum_b += s[nt][2] + s[nt][3];
       }
+      if (p.dropout) {  // (after the row sums: the dropped weights still count in them)
+#pragma unroll
+        for (int nt = 0; nt < kBc / 8; ++nt) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const mma::Cell c = mma::accumulator_cell(lane, r);
+            const int64_t i = q0 + warp * 16 + c.row, key = k0 + nt * 8 + c.col;
+            const bool kept = p.drop_row_keys != nullptr
+                                  ? math::dropout_keeps(p.drop_row_keys[n * p.T + (i < p.T ? i : 0)], key, p.drop_thr31)
+                                  : math::dropout_keeps(p.drop_key, (n * p.T + i) * p.S + key, p.drop_thr31);
+            s[nt][r] = kept ? s[nt][r] * p.drop_scale : 0.f;
+          }
+        }
+      }
       l_a = l_a * keep_a + sum_a;
       l_b = l_b * keep_b + sum_b;
       m_a = new_a;
@@ -239,6 +253,11 @@ void attention_tc(const AttentionArgs& a) {
   }
   p.mask_row = a.mask_row;
   p.mask_col = a.mask_col;
+  p.dropout = a.dropout;
+  p.drop_thr31 = a.drop_thr31;
+  p.drop_scale = static_cast<float>(a.drop_scale);
+  p.drop_key = a.drop_key;
+  p.drop_row_keys = a.drop_row_keys;
   cudaStream_t s = stream_of(a.device);
   const bool short_rows = a.T <= 64;  // (decoding, short sequences: half the rows idle less)
   switch (a.d) {

@@ -22,6 +22,11 @@ struct TcAttentionParams {
   int64_t lead[kMaxLeadRank] = {};
   int64_t lead_stride[kMaxLeadRank] = {};
   int64_t mask_row = 0, mask_col = 0;
+  bool dropout = false;  // as AttentionArgs
+  int32_t drop_thr31 = 0;
+  float drop_scale = 1;
+  uint64_t drop_key = 0;
+  const uint64_t* drop_row_keys = nullptr;
 };
 
 // Launches the kernel for a.d = a.dv in {32, 64, 128}, a.type bfloat16, a.lse float32.

@@ -1,7 +1,8 @@
 // Attention backward on tensor cores (FlashAttention-2's scheme, without atomics): bfloat16 q, k,
 // v, o and g = dL/do with head size 32, 64 or 128; the weights are recomputed from the forward's
 // log-sum-exp, P = exp(s q kᵀ - lse), never stored. With delta = rowsum(g o) (first launch):
-//   dV = Pᵀ g,  dP = g vᵀ,  dS = P (dP - delta),  dK = s dSᵀ q,  dQ = s dS k.
+//   dV = Pᵀ g,  dP = g vᵀ,  dS = P (dP - delta),  dK = s dSᵀ q,  dQ = s dS k
+// (with dropout on the weights, mask Z: dV = (Z P)ᵀ g and dS = P (Z dP - delta)).
 // The second launch owns a block of keys (16 a warp) and walks every query tile of the key head's
 // query heads in order, so dK and dV are sums in a fixed order; the third owns a block of queries
 // (16 a warp) and walks the keys for dQ. Each warp computes its products transposed as needed
@@ -31,6 +32,11 @@ struct BwdParams {
   int lead_rank;
   int64_t lead[kMaxLeadRank], lead_stride[kMaxLeadRank];
   int64_t mask_row, mask_col;
+  bool dropout;  // as AttentionArgs
+  int32_t drop_thr31;
+  float drop_scale;
+  uint64_t drop_key;
+  const uint64_t* drop_row_keys;
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -39,6 +45,15 @@ constexpr float kLog2e = 1.4426950408889634f;
 __device__ __forceinline__ bool hidden(const BwdParams& p, int64_t mbase, int64_t i, int64_t j) {
   if (i >= p.T || j >= p.S || (p.causal && j > i + p.offset)) return true;
   return p.mask != nullptr && p.mask[mbase + i * p.mask_row + j * p.mask_col];
+}
+
+// The dropout factor of weight (i, j) of head n: drop_scale where kept, 0 where dropped; 1 without
+// dropout (i < T).
+__device__ __forceinline__ float drop_factor(const BwdParams& p, int64_t n, int64_t i, int64_t j) {
+  if (!p.dropout) return 1.f;
+  const bool kept = p.drop_row_keys != nullptr ? math::dropout_keeps(p.drop_row_keys[n * p.T + i], j, p.drop_thr31)
+                                               : math::dropout_keeps(p.drop_key, (n * p.T + i) * p.S + j, p.drop_thr31);
+  return kept ? p.drop_scale : 0.f;
 }
 
 __device__ __forceinline__ float bf16_lo(uint32_t x) { return __uint_as_float(x << 16); }
@@ -191,8 +206,9 @@ __global__ void __launch_bounds__(kWarps * 32) dk_dv_kernel(const BwdParams p) {
           const float lse2 = lt[qi] * kLog2e;
           const bool off = lse2 == -INFINITY || hidden(p, mbase, q0 + qi, k0 + warp * 16 + c.row);
           const float pr = off ? 0.f : exp2f(st[nt][r] * p.scale_log2 - lse2);
-          st[nt][r] = pr;
-          dpt[nt][r] = pr * (dpt[nt][r] - dt[qi]);
+          const float z = off ? 0.f : drop_factor(p, n, q0 + qi, k0 + warp * 16 + c.row);
+          st[nt][r] = pr * z;  // the weights that met v
+          dpt[nt][r] = pr * (dpt[nt][r] * z - dt[qi]);
         }
       }
       // dV += Pᵀ g and dK += dSᵀ q (the tile's queries are the products' k index).
@@ -325,7 +341,8 @@ __global__ void __launch_bounds__(kWarps * 32) dq_kernel(const BwdParams p) {
           const float lse2 = r < 2 ? lse_a : lse_b;
           const bool off = lse2 == -INFINITY || hidden(p, mbase, q0 + warp * 16 + c.row, j0 + nt * 8 + c.col);
           const float pr = off ? 0.f : exp2f(s[nt][r] * p.scale_log2 - lse2);
-          dp[nt][r] = pr * (dp[nt][r] - (r < 2 ? delta_a : delta_b));
+          const float z = off ? 0.f : drop_factor(p, n, q0 + warp * 16 + c.row, j0 + nt * 8 + c.col);
+          dp[nt][r] = pr * (dp[nt][r] * z - (r < 2 ? delta_a : delta_b));
         }
       }
       // dQ += dS k (the tile's keys are the product's k index).
@@ -414,6 +431,11 @@ void attention_backward(const AttentionBackwardArgs& b) {
   }
   p.mask_row = a.mask_row;
   p.mask_col = a.mask_col;
+  p.dropout = a.dropout;
+  p.drop_thr31 = a.drop_thr31;
+  p.drop_scale = static_cast<float>(a.drop_scale);
+  p.drop_key = a.drop_key;
+  p.drop_row_keys = a.drop_row_keys;
   cudaStream_t s = stream_of(a.device);
   switch (a.d) {
     case 32: launch_backward<32>(p, s); break;

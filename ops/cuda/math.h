@@ -165,6 +165,11 @@ TG_HD uint32_t fmix32(uint32_t h) {
   return h ^ (h >> 16);
 }
 TG_HD uint32_t dropout_hash(uint32_t c, uint32_t k1, uint32_t k2) { return fmix32(fmix32(c ^ k1) ^ k2); }
+// Whether element `counter` (taken mod 2^32) of a call keyed by `key` is kept.
+TG_HD bool dropout_keeps(uint64_t key, int64_t counter, int32_t thr31) {
+  const uint32_t h = dropout_hash(static_cast<uint32_t>(counter), static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+  return static_cast<int32_t>(h >> 1) >= thr31;
+}
 template <class T>
 TG_HD T dropout_element(T x, uint32_t c, uint32_t k1, uint32_t k2, int32_t thr31, T scale) {
   const bool keep = static_cast<int32_t>(dropout_hash(c, k1, k2) >> 1) >= thr31;

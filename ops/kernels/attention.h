@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "dropout.h"
 #include "gemm.h"
 #include "softmax.h"
 
@@ -35,10 +36,39 @@ struct AttnMask {
   bool any() const { return causal || mask; }
 };
 
+// Dropout on the weights (training): weight (i, j) of this head is kept, times scale, when the mask
+// dropout() would draw over the [..., T, S] weights keeps it: element counter first + i * row_len + j
+// under `key`, or counter j under row_keys[i] (dropout keyed by sample). The row sums of the
+// softmax count every weight; only what meets v is dropped (as PyTorch's dropout on the weights).
+struct AttnDropout {
+  bool on = false;
+  int32_t thr31 = 0;  // kept when the top 31 bits of the hash are >= this
+  double scale = 1;
+  uint64_t key = 0;
+  int64_t first = 0, row_len = 0;
+  const uint64_t* row_keys = nullptr;
+  // out[c] = scale where weight (i, j0 + c) is kept, else 0, for c < n; bits: n of scratch.
+  template <class T>
+  void factors(int64_t i, int64_t j0, int64_t n, T* out, uint32_t* bits) const {
+    if (row_keys) dropout_bits(row_keys[i], j0, bits, n);
+    else dropout_bits(key, first + i * row_len + j0, bits, n);
+    const T sc = static_cast<T>(scale);
+    for (int64_t c = 0; c < n; ++c) out[c] = static_cast<int32_t>(bits[c] >> 1) >= thr31 ? sc : T(0);
+  }
+};
+
 template <class T>
 struct AttnScratch {
   std::vector<T> s, p, o, dp;
   std::vector<T> m, l;
+  std::vector<T> z, pd;        // dropout: keep factors and the dropped weights of a block
+  std::vector<uint32_t> bits;  // dropout: one row's hash bits
+  void reserve_dropout() {
+    const size_t blk = static_cast<size_t>(kAttnBlockQ * kAttnBlockK);
+    z.resize(blk);
+    pd.resize(blk);
+    bits.resize(static_cast<size_t>(kAttnBlockK));
+  }
   void reserve(int64_t dv, int64_t d) {
     const size_t blk = static_cast<size_t>(kAttnBlockQ * kAttnBlockK);
     s.resize(blk);
@@ -69,9 +99,10 @@ void attn_scores(const T* q, const T* k, int64_t d, int64_t i0, int64_t bq, int6
 // (+inf for a row with no visible key, whose output is 0).
 template <class T>
 void attention_forward(const T* q, const T* k, const T* v, T* o, T* lse, int64_t Tq, int64_t Sk, int64_t d,
-                       int64_t dv, T scale, const AttnMask& mask, AttnScratch<T>& w) {
+                       int64_t dv, T scale, const AttnMask& mask, AttnScratch<T>& w, const AttnDropout& drop = {}) {
   const T ninf = -std::numeric_limits<T>::infinity();
   w.reserve(dv, d);
+  if (drop.on) w.reserve_dropout();
   for (int64_t i0 = 0; i0 < Tq; i0 += kAttnBlockQ) {
     const int64_t bq = std::min(kAttnBlockQ, Tq - i0);
     std::fill(w.m.begin(), w.m.end(), ninf);
@@ -94,6 +125,10 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, T* lse, int64_t
         w.l[r] = w.l[r] * alpha + sum;
         w.m[r] = mnew;
         if (alpha != T(1)) unary_loop(w.o.data() + r * dv, w.o.data() + r * dv, dv, Affine<T>{alpha, T(0)});
+        if (drop.on) {  // (after the row sum: the dropped weights still count in it)
+          drop.factors(i0 + r, j0, bk, w.z.data(), w.bits.data());
+          for (int64_t c = 0; c < bk; ++c) prow[c] *= w.z[c];
+        }
       }
       gemm<T>(false, false, bq, dv, bk, w.p.data(), kAttnBlockK, v + j0 * dv, dv, w.o.data(), dv, true);
     }
@@ -113,10 +148,11 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, T* lse, int64_t
 template <class T>
 void attention_backward(const T* q, const T* k, const T* v, const T* o, const T* lse, const T* dout, T* dq, T* dk,
                         T* dvv, int64_t Tq, int64_t Sk, int64_t d, int64_t dv, T scale, const AttnMask& mask,
-                        AttnScratch<T>& w, std::vector<T>& drow, bool accumulate = false) {
+                        AttnScratch<T>& w, std::vector<T>& drow, bool accumulate = false, const AttnDropout& drop = {}) {
   using B = xsimd::batch<T>;
   constexpr int64_t L = static_cast<int64_t>(B::size);
   w.reserve(dv, d);
+  if (drop.on) w.reserve_dropout();
   // D[t] = sum_c dO[t, c] O[t, c]: the row term of the softmax gradient.
   drow.resize(static_cast<size_t>(Tq));
   for (int64_t t = 0; t < Tq; ++t) {
@@ -148,10 +184,22 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
         for (; c + L <= bk; c += L) xsimd::exp(B::load_unaligned(srow + c) - vl).store_unaligned(prow + c);
         for (; c < bk; ++c) prow[c] = std::exp(srow[c] - lse[i0 + r]);
       }
-      // dV_j += P^T dO_i
-      gemm<T>(true, false, bk, dv, bq, w.p.data(), kAttnBlockK, dout + i0 * dv, dv, dvv + j0 * dv, dv, true);
-      // dP = dO_i V_j^T, then dS = P (dP - D) * scale (in place in dp)
+      // dV_j += P^T dO_i (with dropout: the dropped weights Z P)
+      if (drop.on) {
+        for (int64_t r = 0; r < bq; ++r) {
+          T* zrow = w.z.data() + r * kAttnBlockK;
+          drop.factors(i0 + r, j0, bk, zrow, w.bits.data());
+          for (int64_t c = 0; c < bk; ++c) w.pd[r * kAttnBlockK + c] = w.p[r * kAttnBlockK + c] * zrow[c];
+        }
+      }
+      gemm<T>(true, false, bk, dv, bq, (drop.on ? w.pd : w.p).data(), kAttnBlockK, dout + i0 * dv, dv, dvv + j0 * dv, dv,
+              true);
+      // dP = dO_i V_j^T (with dropout: times Z), then dS = P (dP - D) * scale (in place in dp)
       gemm<T>(false, true, bq, bk, dv, dout + i0 * dv, dv, v + j0 * dv, dv, w.dp.data(), kAttnBlockK);
+      if (drop.on) {
+        for (int64_t r = 0; r < bq; ++r)
+          for (int64_t c = 0; c < bk; ++c) w.dp[r * kAttnBlockK + c] *= w.z[r * kAttnBlockK + c];
+      }
       for (int64_t r = 0; r < bq; ++r) {
         T* dprow = w.dp.data() + r * kAttnBlockK;
         const T* prow = w.p.data() + r * kAttnBlockK;

@@ -649,3 +649,38 @@ TEST(Gpu, KernelProfileTimesEveryOp) {
 }
 
 }  // namespace
+
+namespace {
+
+// Dropout on the attention weights draws the CPU's mask on the GPU (never stored), on the plain
+// kernel (float32) and the tensor cores (bfloat16), keyed by the generator or by sample: outputs
+// and gradients match the CPU's from the same seed.
+TEST(Gpu, AttentionDropoutDrawsTheCpusMask) {
+  TG_NEED_GPU();
+  for (tg::DType dt : {tg::kFloat32, tg::kBFloat16}) {
+    for (bool by_sample : {false, true}) {
+      const int64_t d = dt == tg::kFloat32 ? 40 : 64;
+      tg::manual_seed(12);
+      const Tensor q = tg::randn({2, 4, 70, d}).to(dt), k = tg::randn({2, 2, 90, d}).to(dt), v = tg::randn({2, 2, 90, d}).to(dt),
+                   w = tg::randn({2, 4, 70, d}).to(dt);
+      const tg::AttentionOptions o{.causal = true, .causal_offset = 20, .dropout = 0.25};
+      auto run = [&](const tg::Device& dev) {
+        std::vector<Tensor> in = {q.to(dev).requires_grad_(), k.to(dev).requires_grad_(), v.to(dev).requires_grad_()};
+        tg::manual_seed(31);
+        std::unique_ptr<tg::SampleKeyScope> scope;
+        if (by_sample) scope = std::make_unique<tg::SampleKeyScope>(5, std::vector<int64_t>{3, 8});
+        const Tensor out = tg::flash_attention(in[0], in[1], in[2], o);
+        tg::sum(tg::mul(out, w.to(dev))).backward();
+        return std::vector<Tensor>{out.detach().to(tg::kCPU), in[0].grad().to(tg::kCPU), in[1].grad().to(tg::kCPU),
+                                   in[2].grad().to(tg::kCPU)};
+      };
+      const std::vector<Tensor> cpu = run(tg::kCPU), gpu = run(kGpu);
+      const double tol = dt == tg::kFloat32 ? 1e-4 : 5e-2;
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_LE(max_rel_error(gpu[i], cpu[i]), tol) << tg::dtype_name(dt) << (by_sample ? " by sample" : "") << " tensor " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
