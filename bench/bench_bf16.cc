@@ -72,8 +72,8 @@ void BM_autocast_ta(benchmark::State& state) {
   finish(state, 2.0 * M * N * K);
 }
 
-// Attention's products in training (dropout keeps the weights, so no fused kernel): batch x heads
-// products of T x T x d (scores Q Kᵀ) through tg::matmul, float32 and under autocast.
+// Attention's products as the unfused form computes them (attention_unfused, or weights asked
+// for): batch x heads products of T x T x d (scores Q Kᵀ) through tg::matmul, float32 and under autocast.
 void BM_f32_batched(benchmark::State& state) {
   const int64_t B = state.range(0), T = state.range(1), D = state.range(2);
   tg::manual_seed(0);

@@ -4,8 +4,8 @@
 // process's peak RSS (rss_MB). The PyTorch peer is bench/torch_train_step.py (the same models);
 // bench/compare_train.sh runs both.
 //
-// The _fusedattn variants leave the attention weights without dropout so attention runs in the
-// fused kernel. The _bf16 variants run forward and backward under tg::AutocastGuard (bfloat16
+// The _fusedattn variants leave the attention weights without dropout (attention runs in the fused
+// kernel in both; the name is from when dropout on the weights needed the unfused form). The _bf16 variants run forward and backward under tg::AutocastGuard (bfloat16
 // products with float32 sums, on the path TG_CPU_CAPABILITY allows; its name is the label);
 // clipping and AdamW in float32.
 #include <sys/resource.h>

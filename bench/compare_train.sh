@@ -34,7 +34,7 @@ for line in open(os.path.join(tmp, "torch.jsonl")):
         torch[(r["config"], r["threads"])] = r
 tv = next(iter(torch.values()))["torch"] if torch else "?"
 print()
-print(f"| config | threads | tapegrad ms/step | tokens/s | tapegrad, fused attention ms | PyTorch {tv} ms/step | tokens/s | time ratio (PyTorch / tapegrad) | tapegrad peak tensors / RSS MB | PyTorch peak RSS MB |")
+print(f"| config | threads | tapegrad ms/step | tokens/s | tapegrad, no attention dropout ms | PyTorch {tv} ms/step | tokens/s | time ratio (PyTorch / tapegrad) | tapegrad peak tensors / RSS MB | PyTorch peak RSS MB |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 best = {}
 for c in configs:

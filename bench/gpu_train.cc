@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     flags.add("c_batches", &c_batches, "config C's batch sizes, comma-separated");
     flags.add("steps", &steps, "timed steps (the median is reported)").range(1, 10000);
     flags.add("warmup", &warmup, "untimed steps first").range(0, 1000);
-    flags.add("fused_attn", &fused_attn, "no dropout on the attention weights (the fused kernel runs)");
+    flags.add("fused_attn", &fused_attn, "no dropout on the attention weights");
     flags.add("bf16_tflops", &bf16_tflops, "the card's measured bf16 product rate, for the share column (0: not shown)").min(0);
     flags.add("compare_cpu", &cpu_check, "20 steps of A in float32 on the CPU and the GPU, the losses side by side");
     flags.add("profile", &profile, "after each case's timing, where its GPU time goes: --steps steps under "

@@ -5,7 +5,8 @@
 //   B: decoder-only, vocab 96, d_model 256, 8 heads, d_ff 1024, 4 layers, sequence 128, batch 16
 //   C: the paper's base (d_model 512, 8 heads, d_ff 2048, 6+6 layers), vocab 8000, length 64, batch 16
 // Dropout 0.1 everywhere, attention weights included (as torch.nn.Transformer) unless fused_attn,
-// which leaves the attention weights without dropout so that attention runs in the fused kernel.
+// which leaves the attention weights without dropout (the name is historical: attention runs in
+// the fused kernel either way, with its dropout mask regenerated rather than stored).
 #include <functional>
 #include <memory>
 

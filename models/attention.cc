@@ -48,10 +48,10 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const double s = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor mask = combined_mask(m, q, kv_length > 0 ? kv_length : k.size(-2));
   TG_CHECK(m.causal_offset >= 0, "scaled_dot_product_attention", "causal_offset must be >= 0, got {}", m.causal_offset);
-  if (!need_weights)  // fused: the T x S weights are never stored (nor their dropout mask)
+  if (!need_weights && dropout_p < 1)  // fused: the T x S weights are never stored (nor their dropout mask)
     return {flash_attention(q, k, v,
                             {.causal = m.causal, .causal_offset = m.causal_offset, .mask = mask, .scale = s,
-                             .kv_length = kv_length, .dropout = dropout_p}),
+                             .kv_length = kv_length, .dropout = std::max(dropout_p, 0.0)}),
             Tensor()};
   if (kv_length > 0 && kv_length < k.size(-2))
     return attend(q, narrow(k, -2, 0, kv_length), narrow(v, -2, 0, kv_length), m, need_weights, dropout_p, scale, 0);

@@ -19,8 +19,8 @@ struct LayerConfig {
   int64_t heads = 8;
   int64_t d_ff = 2048;
   double dropout = 0.1;       // on each sublayer's output, the FFN's hidden layer and the inputs
-  double attn_dropout = 0.0;  // on the attention weights (PyTorch uses `dropout` there too; >0
-                              // leaves the fused attention kernel for the generic-op path)
+  double attn_dropout = 0.0;  // on the attention weights (PyTorch uses `dropout` there too); the
+                              // fused kernel draws it, the mask never stored
   Activation activation = Activation::kRelu;
   bool norm_first = false;
   double eps = 1e-5;

@@ -51,10 +51,11 @@ Tensor repeat_kv(const Tensor& x, int64_t n_rep);
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 namespace detail {
-// flash_attention's backward from public ops (what a GPU runs until its fused kernel lands):
-// (dq, dk, dv) for the output `out`, the saved per-row log-sum-exp `lse` [..., T] and the
-// gradient g. Exposed so that the CPU's tests check it against the CPU's fused kernel. With
-// opts.dropout it draws the call's keys as flash_attention does (reseed to draw the same).
+// flash_attention's backward from public ops (what a GPU runs for float32 and float64): (dq, dk,
+// dv) for the output `out`, the saved per-row log-sum-exp `lse` [..., T] and the gradient g.
+// Exposed so that the CPU's tests check it against the CPU's fused kernel. With opts.dropout it
+// draws the call's keys afresh, as flash_attention did: to draw the same mask, reseed the
+// generator (inside a SampleKeyScope, make the scope anew) before each.
 std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                         const Tensor& lse, const Tensor& g, const AttentionOptions& opts);
 }  // namespace detail

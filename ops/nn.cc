@@ -677,11 +677,11 @@ Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshol
   return y;
 }
 
-// Dropout keyed by sample: one key per row (every dimension but the last), from the call's key,
-// the row's sample and its coordinates within the sample, so that padding changes no key.
 }  // namespace detail
 
 namespace {
+// Dropout keyed by sample: one key per row (every dimension but the last), from the call's key,
+// the row's sample and its coordinates within the sample, so that padding changes no key.
 std::shared_ptr<std::vector<uint64_t>> sample_row_keys(const Shape& shape, SampleKeyScope& sk) {
   const uint64_t call = mix_key(sk.key, sk.calls++);
   const int64_t d = static_cast<int64_t>(shape.size()), len = shape[static_cast<size_t>(d - 1)];

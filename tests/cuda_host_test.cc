@@ -4,6 +4,7 @@
 // against the CPU's vectorised kernels. A wrong plan or formula fails here, in CI, before any GPU sees it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -299,6 +300,29 @@ TEST(CudaHost, DropoutsPerElementFormulaIsTheCpuMaskBitForBit) {
       expect_dropout_elements_match<float>(threshold, key);
       expect_dropout_elements_match<double>(threshold, key);
     }
+}
+
+// Attention's dropout on the GPU keeps weight (n, i, j) of [n, T, S] weights when
+// math::dropout_keeps(key, (n T + i) S + j) says so: exactly the mask tg::dropout draws over the
+// unfused weights from the same seed (the key is the generator's next draw).
+TEST(CudaHost, AttentionDropoutsCounterIsDropoutsMask) {
+  const int64_t N = 6, T = 5, S = 37;
+  for (double p : {0.1, 0.5}) {
+    tg::manual_seed(17);
+    const std::vector<float> mask = tg::dropout(tg::ones({2, 3, T, S}), p, true).to_vector<float>();
+    tg::manual_seed(17);
+    const uint64_t key = tg::default_generator().next_u64();
+    const int32_t thr31 = static_cast<int32_t>(static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0)) >> 1);
+    int kept = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < S; ++j) {
+          const bool want = mask[static_cast<size_t>((n * T + i) * S + j)] != 0.0f;
+          ASSERT_EQ(m::dropout_keeps(key, (n * T + i) * S + j, thr31), want) << "p " << p << " at " << n << ", " << i << ", " << j;
+          kept += want;
+        }
+    EXPECT_NEAR(kept / double(N * T * S), 1 - p, 0.06);
+  }
 }
 
 // The GPU's optimizer kernel updates each element with math::adam_element / sgd_element; the CPU's
