@@ -40,7 +40,7 @@ void check_finite_logits(const Tensor& logits, int64_t step, const char* who) {
 // Log-probabilities of the next token for every row: the last position of logits [B, T, V].
 std::vector<std::vector<double>> last_log_probs(const Tensor& logits, int64_t step, const char* who) {
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-  const Tensor last = logits.narrow(1, T - 1, 1);
+  const Tensor last = logits.narrow(1, T - 1, 1).to(kCPU);  // (from a GPU: the step's one copy and wait)
   check_finite_logits(last, step, who);
   std::vector<double> lp = log_softmax(last, -1).to_vector<double>();
   std::vector<std::vector<double>> out(static_cast<size_t>(B));
@@ -243,8 +243,9 @@ std::vector<int64_t> sample(CausalLM& model, const std::vector<int64_t>& prompt,
       logits = model.forward(from_vector(window, {1, static_cast<int64_t>(window.size())}).to(model.module().device()),
                              o.use_cache && seq.size() < ctx ? &cache : nullptr, true);
     }
-    check_finite_logits(logits, i, "sample");
-    std::vector<double> w = logits.reshape({-1}).to(kFloat64).to_vector<double>();
+    const Tensor host = logits.to(kCPU);  // (from a GPU: the step's one copy and wait; on the CPU, itself)
+    check_finite_logits(host, i, "sample");
+    std::vector<double> w = host.reshape({-1}).to(kFloat64).to_vector<double>();
     const size_t V = w.size();
     if (o.repetition_penalty != 1)
       for (size_t v = 0; v < V; ++v)
