@@ -20,8 +20,8 @@ namespace {
 
 constexpr int kBc = 64;  // keys a tile
 
-template <int D, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) attention_tc_kernel(const TcAttentionParams p) {
+template <int D, int kWarps, bool kDropout>
+__global__ void __launch_bounds__(kWarps * 32, 1) attention_tc_kernel(const TcAttentionParams p) {
   constexpr int kBr = 16 * kWarps;   // query rows a block
   constexpr int kPitch = D + 8;      // bf16 elements a shared row
   constexpr int kChunks = D / 8;     // 16-byte pieces a row
@@ -77,14 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_tc_kernel(const TcAtten
   float m_a = -kInf, m_b = -kInf, l_a = 0.f, l_b = 0.f;  // running maxima (log2 units) and partial sums
 
   for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) {
-      load_kv(j + 1, (j + 1) & 1);
-      mma::cp_async_commit();
-      mma::cp_async_wait<1>();
-    } else {
-      mma::cp_async_wait<0>();
-    }
-    __syncthreads();
+    mma::next_tile_and_wait(j + 1 < tiles, [&] { load_kv(j + 1, (j + 1) & 1); });
     if (warp_live) {
       const uint16_t* const kt = sk + (j & 1) * kBc * kPitch;
       const uint16_t* const vt = sv + (j & 1) * kBc * kPitch;
@@ -139,7 +132,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_tc_kernel(const TcAtten
         sum_a += s[nt][0] + s[nt][1];
         sum_b += s[nt][2] + s[nt][3];
       }
-      if (p.dropout) {  // (after the row sums: the dropped weights still count in them)
+      if constexpr (kDropout) {  // (after the row sums: the dropped weights still count in them)
 #pragma unroll
         for (int nt = 0; nt < kBc / 8; ++nt) {
 #pragma unroll
@@ -211,26 +204,32 @@ __global__ void __launch_bounds__(kWarps * 32) attention_tc_kernel(const TcAtten
   }
 }
 
-template <int D, int kWarps>
-void launch_tc(const TcAttentionParams& p, int64_t n, int device, cudaStream_t stream) {
+template <int D, int kWarps, bool kDropout>
+void launch_tc_kernel(const TcAttentionParams& p, int64_t n, int device, cudaStream_t stream) {
   constexpr int kBr = 16 * kWarps;
   constexpr int bytes = (kBr + 4 * kBc) * (D + 8) * 2;
   // Above 48 KiB of shared memory must be asked for, once a device (a failure shows as the
   // launch's error, named by after_launch).
   static std::atomic<bool> configured[64];
   if (device < 0 || device >= 64 || !configured[device].load(std::memory_order_relaxed)) {
-    cudaFuncSetAttribute(attention_tc_kernel<D, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaFuncSetAttribute(attention_tc_kernel<D, kWarps, kDropout>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (device >= 0 && device < 64) configured[device].store(true, std::memory_order_relaxed);
   }
   const int64_t heads_y = n < 65535 ? n : 65535;
   const dim3 grid(static_cast<unsigned>((p.T + kBr - 1) / kBr), static_cast<unsigned>(heads_y),
                   static_cast<unsigned>((n + 65534) / 65535));
-  attention_tc_kernel<D, kWarps><<<grid, kWarps * 32, bytes, stream>>>(p);
+  attention_tc_kernel<D, kWarps, kDropout><<<grid, kWarps * 32, bytes, stream>>>(p);
+}
+// (dropout is a template argument: without it the kernel keeps its registers for the products)
+template <int D, int kWarps>
+void launch_tc(const TcAttentionParams& p, int64_t n, int device, cudaStream_t stream) {
+  if (p.dropout) launch_tc_kernel<D, kWarps, true>(p, n, device, stream);
+  else launch_tc_kernel<D, kWarps, false>(p, n, device, stream);
 }
 
 }  // namespace
 
-void attention_tc(const AttentionArgs& a) {
+TcAttentionParams tc_attention_params(const AttentionArgs& a) {
   TcAttentionParams p;
   p.q = static_cast<const uint16_t*>(a.q);
   p.k = static_cast<const uint16_t*>(a.k);
@@ -258,6 +257,11 @@ void attention_tc(const AttentionArgs& a) {
   p.drop_scale = static_cast<float>(a.drop_scale);
   p.drop_key = a.drop_key;
   p.drop_row_keys = a.drop_row_keys;
+  return p;
+}
+
+void attention_tc(const AttentionArgs& a) {
+  const TcAttentionParams p = tc_attention_params(a);
   cudaStream_t s = stream_of(a.device);
   const bool short_rows = a.T <= 64;  // (decoding, short sequences: half the rows idle less)
   switch (a.d) {

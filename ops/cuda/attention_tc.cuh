@@ -1,6 +1,7 @@
 #pragma once
-// The tensor-core attention kernel's parameters (attention_tc.cu), for attention.cu, which picks it
-// for bfloat16 with head size 32, 64 or 128 (attention_takes_tensor_cores in attention.h).
+// The tensor-core attention kernels' parameters (attention_tc.cu, attention_tc_bwd.cu), for
+// attention.cu, which picks them for bfloat16 with head size 32, 64 or 128
+// (attention_takes_tensor_cores in attention.h).
 #include <cstdint>
 
 #include "ops/cuda/attention.h"
@@ -28,6 +29,9 @@ struct TcAttentionParams {
   uint64_t drop_key = 0;
   const uint64_t* drop_row_keys = nullptr;
 };
+
+// The parameters of AttentionArgs as the tensor-core kernels take them (forward and backward).
+TcAttentionParams tc_attention_params(const AttentionArgs& a);
 
 // Launches the kernel for a.d = a.dv in {32, 64, 128}, a.type bfloat16, a.lse float32.
 void attention_tc(const AttentionArgs& a);

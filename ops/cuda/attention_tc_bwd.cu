@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "ops/cuda/attention.h"
+#include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mma.cuh"
 
@@ -19,24 +20,12 @@ namespace {
 
 using u16 = uint16_t;
 
-struct BwdParams {
-  const u16 *q, *k, *v, *o, *g;
-  const float* lse;
+// The forward's parameters (out: the forward's output o) and the backward's own.
+struct BwdParams : TcAttentionParams {
+  const u16* g;
   float* delta;
   u16 *dq, *dk, *dv;
-  int64_t n, T, S, rows, group;
-  float scale, scale_log2;
-  bool causal;
-  int64_t offset;
-  const bool* mask;
-  int lead_rank;
-  int64_t lead[kMaxLeadRank], lead_stride[kMaxLeadRank];
-  int64_t mask_row, mask_col;
-  bool dropout;  // as AttentionArgs
-  int32_t drop_thr31;
-  float drop_scale;
-  uint64_t drop_key;
-  const uint64_t* drop_row_keys;
+  float scale;
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -70,7 +59,7 @@ __global__ void delta_kernel(const BwdParams p) {
     float acc = 0.f;
     for (int e = lane * 8; e < D; e += 32 * 8) {
       const uint4 gv = *reinterpret_cast<const uint4*>(p.g + r * D + e);
-      const uint4 ov = *reinterpret_cast<const uint4*>(p.o + r * D + e);
+      const uint4 ov = *reinterpret_cast<const uint4*>(p.out + r * D + e);
       const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w}, ow[4] = {ov.x, ov.y, ov.z, ov.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) acc += bf16_lo(gw[w]) * bf16_lo(ow[w]) + bf16_hi(gw[w]) * bf16_hi(ow[w]);
@@ -159,14 +148,7 @@ __global__ void __launch_bounds__(kWarps * 32) dk_dv_kernel(const BwdParams p) {
   const bool warp_live = k0 + warp * 16 < p.S;
   for (int64_t step = 0; step < steps; ++step) {
     const int buf = static_cast<int>(step & 1);
-    if (step + 1 < steps) {
-      load_q(step + 1, buf ^ 1);
-      mma::cp_async_commit();
-      mma::cp_async_wait<1>();
-    } else {
-      mma::cp_async_wait<0>();
-    }
-    __syncthreads();
+    mma::next_tile_and_wait(step + 1 < steps, [&] { load_q(step + 1, buf ^ 1); });
     const int64_t n = kvh * p.group + step / per_head, q0 = (first + step % per_head) * kBr;
     if (warp_live) {
       const u16* const qt = sq + buf * kBr * kPitch;
@@ -300,14 +282,7 @@ __global__ void __launch_bounds__(kWarps * 32) dq_kernel(const BwdParams p) {
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
   for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) {
-      load_kv(j + 1, (j + 1) & 1);
-      mma::cp_async_commit();
-      mma::cp_async_wait<1>();
-    } else {
-      mma::cp_async_wait<0>();
-    }
-    __syncthreads();
+    mma::next_tile_and_wait(j + 1 < tiles, [&] { load_kv(j + 1, (j + 1) & 1); });
     if (warp_live) {
       const u16* const kt = sk + (j & 1) * kBc * kPitch;
       const u16* const vt = sv + (j & 1) * kBc * kPitch;
@@ -404,38 +379,13 @@ void attention_backward(const AttentionBackwardArgs& b) {
   const AttentionArgs& a = b.fwd;
   if (a.n == 0) return;
   BwdParams p{};
-  p.q = static_cast<const u16*>(a.q);
-  p.k = static_cast<const u16*>(a.k);
-  p.v = static_cast<const u16*>(a.v);
-  p.o = static_cast<const u16*>(a.out);
+  static_cast<TcAttentionParams&>(p) = tc_attention_params(a);
   p.g = static_cast<const u16*>(b.g);
-  p.lse = static_cast<const float*>(a.lse);
   p.delta = static_cast<float*>(b.delta);
   p.dq = static_cast<u16*>(b.dq);
   p.dk = static_cast<u16*>(b.dk);
   p.dv = static_cast<u16*>(b.dv);
-  p.n = a.n;
-  p.T = a.T;
-  p.S = a.S;
-  p.rows = a.rows;
-  p.group = a.group;
   p.scale = static_cast<float>(a.scale);
-  p.scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
-  p.causal = a.causal;
-  p.offset = a.causal_offset;
-  p.mask = a.mask;
-  p.lead_rank = a.lead_rank;
-  for (int r = 0; r < a.lead_rank; ++r) {
-    p.lead[r] = a.lead[r];
-    p.lead_stride[r] = a.mask_lead_stride[r];
-  }
-  p.mask_row = a.mask_row;
-  p.mask_col = a.mask_col;
-  p.dropout = a.dropout;
-  p.drop_thr31 = a.drop_thr31;
-  p.drop_scale = static_cast<float>(a.drop_scale);
-  p.drop_key = a.drop_key;
-  p.drop_row_keys = a.drop_row_keys;
   cudaStream_t s = stream_of(a.device);
   switch (a.d) {
     case 32: launch_backward<32>(p, s); break;

@@ -39,6 +39,20 @@ __device__ __forceinline__ void cp_async_wait() {
   TG_SM80_ASM("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// A double buffer's step, for the whole block: queue the next tile's copies (load(), when `more`)
+// and wait until the current tile's have landed and every thread sees them.
+template <class Load>
+__device__ __forceinline__ void next_tile_and_wait(bool more, Load load) {
+  if (more) {
+    load();
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
 // Four 8x8 bf16 matrices: lanes 8i..8i+7 give the row addresses of matrix i; register i holds
 // matrix i's row lane/4, elements 2(lane%4) and +1 (with .trans: its column lane/4, rows 2(lane%4), +1).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
