@@ -20,8 +20,13 @@ namespace {
 
 constexpr int kBc = 64;  // keys a tile
 
+// Blocks an SM should hold at once (registers permitting): two for head sizes up to 64 without
+// dropout (at most 128 registers a thread at 8 warps), else one (dropout's hashes need more).
 template <int D, int kWarps, bool kDropout>
-__global__ void __launch_bounds__(kWarps * 32, 1) attention_tc_kernel(const TcAttentionParams p) {
+constexpr int kMinBlocks = D <= 64 && !kDropout ? 2 : 1;
+
+template <int D, int kWarps, bool kDropout>
+__global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<D, kWarps, kDropout>)) attention_tc_kernel(const TcAttentionParams p) {
   constexpr int kBr = 16 * kWarps;   // query rows a block
   constexpr int kPitch = D + 8;      // bf16 elements a shared row
   constexpr int kChunks = D / 8;     // 16-byte pieces a row
