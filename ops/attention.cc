@@ -6,7 +6,7 @@
 
 #include "graph/factory.h"
 #include "ops/cuda/attention.h"
-#include "ops/dropout_keys.h"
+#include "ops/dropout_internal.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/attention.h"
 #include "ops/matmul.h"

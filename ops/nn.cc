@@ -9,7 +9,7 @@
 #include "graph/random.h"
 #include "ops/elementwise.h"
 #include "ops/cuda/nn.h"
-#include "ops/dropout_keys.h"
+#include "ops/dropout_internal.h"
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/layer_norm.h"
 #include "ops/kernels/sgns.h"

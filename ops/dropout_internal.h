@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "graph/tensor.h"
+#include "../graph/tensor.h"
 
 namespace tg::detail {
 
