@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "graph/factory.h"
+#include "ops/autocast.h"
 #include "ops/cuda/attention.h"
 #include "ops/dropout_internal.h"
 #include "ops/elementwise.h"
@@ -295,6 +296,15 @@ Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v,
 Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("flash_attention", q, kk, v, opts);
   const double scale = scale_of(opts, dm.d);
+  // Under autocast on a GPU, attention being trained runs as PyTorch's CUDA autocast runs it: q, k
+  // and v rounded to bfloat16, the tensor-core kernel, its output back in float32 (the casts carry
+  // the gradient; the backward runs on tensor cores too). Inference under autocast keeps float32
+  // attention, as on the CPU (decoding reads its cache in place, one launch a step).
+  if (q.dtype() == kFloat32 && q.is_cuda() && autocast_enabled() && grad_enabled() &&
+      (q.requires_grad() || kk.requires_grad() || v.requires_grad()) &&
+      cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {})) {
+    return to(flash_attention(to(q, kBFloat16), to(kk, kBFloat16), to(v, kBFloat16), opts), kFloat32);
+  }
   // bfloat16 q, k, v: on a GPU with head size 32, 64 or 128, the tensor-core kernel (products in
   // bfloat16 with float32 sums, the weights rounded to bfloat16 before they meet v, as
   // FlashAttention-2); otherwise computed in float32 and rounded once (the casts carry the gradient).

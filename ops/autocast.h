@@ -7,7 +7,9 @@
 // gradients. Inputs are rounded to bfloat16 inside the product's packing, never by a pass of their
 // own; a float32 weight (a leaf tensor) is rounded and packed once and reused until it changes (its
 // storage's version: in-place ops and optimizer steps bump it). float64 is never autocast, so
-// gradcheck is unaffected. The fused attention (scaled_dot_product_attention) stays float32.
+// gradcheck is unaffected. The fused attention (scaled_dot_product_attention) stays float32 on the
+// CPU; on a GPU, attention being trained (inputs that need a gradient, head size 32/64/128) runs on
+// tensor cores in bfloat16 with a float32 output, as PyTorch's CUDA autocast runs it.
 //
 //   {
 //     tg::AutocastGuard autocast(tg::kBFloat16);

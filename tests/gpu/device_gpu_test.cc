@@ -333,6 +333,48 @@ TEST(Gpu, BFloat16AttentionRunsOnTensorCores) {
   }
 }
 
+// Under autocast, attention being trained runs on tensor cores in bfloat16 (as PyTorch's CUDA
+// autocast runs scaled_dot_product_attention): exactly the explicit graph of casts around the
+// bfloat16 kernel, forward and gradients, bit for bit, with dropout on the weights. Without a
+// gradient (inference) autocast leaves attention in float32: one launch of the plain kernel.
+TEST(Gpu, AutocastTrainsAttentionOnTensorCores) {
+  TG_NEED_GPU();
+  tg::manual_seed(10);
+  const int64_t B = 2, H = 4, T = 70, d = 64;
+  const Tensor q = tg::randn({B, H, T, d}).to(kGpu), k = tg::randn({B, H, T, d}).to(kGpu),
+               v = tg::randn({B, H, T, d}).to(kGpu), w = tg::randn({B, H, T, d}).to(kGpu);
+  tg::AttentionOptions o;
+  o.causal = true;
+  o.dropout = 0.1;
+  auto run = [&](bool autocast, std::vector<std::vector<float>>* grads) {
+    std::vector<Tensor> in = {q.clone().requires_grad_(), k.clone().requires_grad_(), v.clone().requires_grad_()};
+    tg::manual_seed(11);  // the same dropout key
+    Tensor out;
+    if (autocast) {
+      tg::AutocastGuard guard(tg::kBFloat16);
+      out = tg::flash_attention(in[0], in[1], in[2], o);
+    } else {
+      out = tg::to(tg::flash_attention(tg::to(in[0], tg::kBFloat16), tg::to(in[1], tg::kBFloat16),
+                                       tg::to(in[2], tg::kBFloat16), o), tg::kFloat32);
+    }
+    EXPECT_EQ(out.dtype(), tg::kFloat32);
+    tg::sum(tg::mul(out, w)).backward();
+    for (const Tensor& t : in) grads->push_back(t.grad().to_vector<float>());
+    return out.to_vector<float>();
+  };
+  std::vector<std::vector<float>> g_auto, g_explicit;
+  EXPECT_EQ(run(true, &g_auto), run(false, &g_explicit)) << "the output";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(g_auto[i], g_explicit[i]) << "gradient " << i;
+  tg::AttentionOptions plain;
+  plain.causal = true;
+  const Tensor want = tg::flash_attention(q, k, v, plain);
+  tg::AutocastGuard guard(tg::kBFloat16);
+  const uint64_t before = tg::cuda::kernel_launches();
+  const Tensor got = tg::flash_attention(q, k, v, plain);  // no gradient: float32, the plain kernel
+  EXPECT_EQ(tg::cuda::kernel_launches() - before, 1u);
+  EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());
+}
+
 }  // namespace
 
 namespace {
