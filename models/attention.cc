@@ -41,18 +41,23 @@ Tensor combined_mask(const AttentionMask& m, const Tensor& q, int64_t S) {
 
 // scaled_dot_product_attention over the first kv_length keys and values (0: all of them): the
 // filled part of a KVCache with room past it, read in place by the fused kernel.
+// layout kTokensFirst (q [B, T, H, d], k and v [B, S, H_kv, d]) only on the fused path (no weights).
 AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& m, bool need_weights,
-                       double dropout_p, double scale, int64_t kv_length) {
+                       double dropout_p, double scale, int64_t kv_length,
+                       AttentionLayout layout = AttentionLayout::kHeadsFirst) {
   TG_CHECK(q.defined() && k.defined() && v.defined() && q.dim() >= 2 && k.dim() >= 2, "scaled_dot_product_attention",
            "expects q [..., T, d_k], k [..., S, d_k], v [..., S, d_v]");
   const double s = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  Tensor mask = combined_mask(m, q, kv_length > 0 ? kv_length : k.size(-2));
+  const int64_t keys = layout == AttentionLayout::kTokensFirst ? k.size(1) : k.size(-2);
+  Tensor mask = combined_mask(m, q, kv_length > 0 ? kv_length : keys);
   TG_CHECK(m.causal_offset >= 0, "scaled_dot_product_attention", "causal_offset must be >= 0, got {}", m.causal_offset);
   if (!need_weights && dropout_p < 1)  // fused: the T x S weights are never stored (nor their dropout mask)
     return {flash_attention(q, k, v,
                             {.causal = m.causal, .causal_offset = m.causal_offset, .mask = mask, .scale = s,
-                             .kv_length = kv_length, .dropout = std::max(dropout_p, 0.0)}),
+                             .kv_length = kv_length, .dropout = std::max(dropout_p, 0.0), .layout = layout}),
             Tensor()};
+  TG_CHECK(layout == AttentionLayout::kHeadsFirst, "scaled_dot_product_attention",
+           "the weights form takes [..., T, d] tensors (AttentionLayout::kHeadsFirst)");
   if (kv_length > 0 && kv_length < k.size(-2))
     return attend(q, narrow(k, -2, 0, kv_length), narrow(v, -2, 0, kv_length), m, need_weights, dropout_p, scale, 0);
 
@@ -240,6 +245,18 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
   auto split_heads = [&](const Tensor& x, int64_t L, int64_t heads) {
     return x.reshape({B, L, heads, d_k}).permute({0, 2, 1, 3});
   };
+  double p = is_training() ? attn_dropout : 0.0;
+  // The fused kernel without a cache or rotary positions reads the projections as they are,
+  // [B, L, heads, d_k] (AttentionLayout::kTokensFirst; on the CPU it permutes them itself): the
+  // same numbers, and a GPU's tensor cores split and merge the heads with no copies.
+  if (!cache && !rotary && !need_weights && p < 1) {
+    const int64_t S = x_kv.size(1);
+    const Tensor q = w_q->forward(x_q).reshape({B, T, num_heads, d_k});       // Q = X_q W_Q
+    const Tensor k = w_k->forward(x_kv).reshape({B, S, num_kv_heads, d_k});   // K = X_kv W_K
+    const Tensor v = w_v->forward(x_kv).reshape({B, S, num_kv_heads, d_k});   // V = X_kv W_V
+    const Tensor heads = attend(q, k, v, mask, false, p, scale, 0, AttentionLayout::kTokensFirst).output;
+    return {w_o->forward(heads.reshape({B, T, num_heads * d_k})), Tensor()};  // Concat(head_1..head_h) W_O
+  }
   // Rotary positions start after the cached ones (self-attention).
   const int64_t start = cache && !cache->fixed ? cache->length() : 0;
 
@@ -267,7 +284,6 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
     }
   }
   const int64_t kv_length = cache ? cache->length() : 0;
-  double p = is_training() ? attn_dropout : 0.0;
   AttentionResult heads = attend(q, k, v, m, need_weights, p, scale, kv_length);
   Tensor concat = heads.output.permute({0, 2, 1, 3}).reshape({B, T, num_heads * d_k});  // Concat(head_1..head_h)
   if (record_weights && heads.weights.defined()) last_weights = heads.weights.detach();

@@ -26,17 +26,38 @@ struct Dims {
   int64_t n = 1, T = 0, S = 0, d = 0, dv = 0;
   int64_t rows = 0;   // k's and v's rows per head (S, or more when kv_length leaves some unread)
   int64_t group = 1;  // query heads per key/value head (grouped-query attention): q index n reads k, v index n / group
+  // AttentionLayout::kTokensFirst: heads interleaved per row, H for q and the output, H_kv for k and
+  // v (cuda_ops::head_row_offset); 1 for kHeadsFirst. The other fields describe the [B, H, T, d] view.
+  int64_t q_heads = 1, kv_heads = 1;
 };
 
-Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& o) {
-  detail::check_float(q, op);
-  detail::check_float(kk, op);
-  detail::check_float(v, op);
+// The [B, H, T, d] view of a kTokensFirst tensor's shape [B, T, H, d].
+Shape heads_first_shape(const Shape& s) { return Shape{s[0], s[2], s[1], s[3]}; }
+
+Dims check_attention(const char* op, const Tensor& q_, const Tensor& kk_, const Tensor& v_, const AttentionOptions& o) {
+  detail::check_float(q_, op);
+  detail::check_float(kk_, op);
+  detail::check_float(v_, op);
+  const bool tokens_first = o.layout == AttentionLayout::kTokensFirst;
+  if (tokens_first)
+    TG_CHECK(q_.dim() == 4 && kk_.dim() == 4 && v_.dim() == 4, op,
+             "AttentionLayout::kTokensFirst takes q [B, T, H, d], k [B, S, H_kv, d] and v [B, S, H_kv, dv]; got shapes "
+             "{}, {} and {}", q_.shape(), kk_.shape(), v_.shape());
+  // Checked as [B, H, T, d] (the shapes in messages are the view's)
+  struct View {
+    Shape s;
+    int64_t dim() const { return s.rank(); }
+    const Shape& shape() const { return s; }
+    int64_t size(int64_t i) const { return s[i < 0 ? s.rank() + i : i]; }
+  };
+  const View q{tokens_first ? heads_first_shape(q_.shape()) : q_.shape()},
+      kk{tokens_first ? heads_first_shape(kk_.shape()) : kk_.shape()},
+      v{tokens_first ? heads_first_shape(v_.shape()) : v_.shape()};
   TG_CHECK(q.dim() >= 2 && kk.dim() == q.dim() && v.dim() == q.dim(), op,
            "q, k and v must have the same rank >= 2 ([..., T, d]); got shapes {}, {} and {}", q.shape(), kk.shape(),
            v.shape());
-  TG_CHECK(q.dtype() == kk.dtype() && q.dtype() == v.dtype(), op, "q, k and v have dtypes {}, {} and {}", q.dtype(),
-           kk.dtype(), v.dtype());
+  TG_CHECK(q_.dtype() == kk_.dtype() && q_.dtype() == v_.dtype(), op, "q, k and v have dtypes {}, {} and {}", q_.dtype(),
+           kk_.dtype(), v_.dtype());
   Dims dm;
   dm.lead = Shape(q.shape().begin(), q.shape().end() - 2);
   const Shape klead(kk.shape().begin(), kk.shape().end() - 2);
@@ -80,6 +101,10 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& kk, const Te
       fits = m == 1 || m == full[full.rank() - i];
     }
     TG_CHECK(fits, op, "mask of shape {} does not broadcast to the scores' shape {} ([..., T, S])", o.mask.shape(), full);
+  }
+  if (tokens_first) {
+    dm.q_heads = q.size(1);
+    dm.kv_heads = kk.size(1);
   }
   return dm;
 }
@@ -149,6 +174,8 @@ cuda_ops::AttentionArgs gpu_attention_args(const Tensor& q, const Tensor& kk, co
   a.d = dm.d;
   a.dv = dm.dv;
   a.group = dm.group;
+  a.q_heads = dm.q_heads;
+  a.kv_heads = dm.kv_heads;
   a.scale = scale;
   a.causal = o.causal;
   a.causal_offset = o.causal_offset;
@@ -259,9 +286,8 @@ Grads attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor
 // gradient's storage is not 16-byte aligned.
 Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts,
                              const Dims& dm, double scale, const AttnDrop& drop) {
-  Shape out_shape = dm.lead, lse_shape = dm.lead;
-  out_shape.push_back(dm.T);
-  out_shape.push_back(dm.dv);
+  Shape out_shape = q.shape(), lse_shape = dm.lead;  // (either layout: q's shape with dv last)
+  out_shape[out_shape.rank() - 1] = dm.dv;
   lse_shape.push_back(dm.T);
   Tensor out = Tensor::empty(out_shape, kBFloat16, q.device());
   Tensor lse = Tensor::empty(lse_shape, kFloat32, q.device());
@@ -284,10 +310,16 @@ Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v,
       cuda_ops::attention_backward(b);
       return Grads{node.needs(0) ? dq : Tensor(), node.needs(1) ? dk : Tensor(), node.needs(2) ? dv : Tensor()};
     }
-    const Grads gr = attention_backward_from_ops(to(q, kFloat32), to(kk, kFloat32), to(v, kFloat32),
-                                                 to(o, kFloat32), lse, to(g, kFloat32), opts, dm, scale, drop);
-    return Grads{node.needs(0) ? to(gr[0], kBFloat16) : Tensor(), node.needs(1) ? to(gr[1], kBFloat16) : Tensor(),
-                 node.needs(2) ? to(gr[2], kBFloat16) : Tensor()};
+    // (kTokensFirst: computed on the [B, H, T, d] views, the gradients permuted back)
+    const bool tokens_first = opts.layout == AttentionLayout::kTokensFirst;
+    const Shape swap{0, 2, 1, 3};
+    auto f32 = [&](const Tensor& t) { return tokens_first ? permute(to(t, kFloat32), swap) : to(t, kFloat32); };
+    auto back = [&](const Tensor& t) { return tokens_first ? permute(to(t, kBFloat16), swap) : to(t, kBFloat16); };
+    Dims heads_first = dm;
+    heads_first.q_heads = heads_first.kv_heads = 1;
+    const Grads gr = attention_backward_from_ops(f32(q), f32(kk), f32(v), f32(o), lse, f32(g), opts, heads_first, scale, drop);
+    return Grads{node.needs(0) ? back(gr[0]) : Tensor(), node.needs(1) ? back(gr[1]) : Tensor(),
+                 node.needs(2) ? back(gr[2]) : Tensor()};
   }, /*save_output=*/true);
 }
 
@@ -304,6 +336,17 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
       (q.requires_grad() || kk.requires_grad() || v.requires_grad()) &&
       cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {})) {
     return to(flash_attention(to(q, kBFloat16), to(kk, kBFloat16), to(v, kBFloat16), opts), kFloat32);
+  }
+  // kTokensFirst: the tensor-core kernels read and write it in place; elsewhere the same attention
+  // on [B, H, T, d] copies, permuted back.
+  if (opts.layout == AttentionLayout::kTokensFirst) {
+    if (q.dtype() == kBFloat16 && q.is_cuda() &&
+        cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {detail::gpu_ptr(q), detail::gpu_ptr(kk), detail::gpu_ptr(v)}))
+      return tensor_core_attention(q, kk, v, opts, dm, scale, attention_dropout(opts, dm, q.device()));
+    AttentionOptions heads_first = opts;
+    heads_first.layout = AttentionLayout::kHeadsFirst;
+    const Shape swap{0, 2, 1, 3};
+    return permute(flash_attention(permute(q, swap), permute(kk, swap), permute(v, swap), heads_first), swap);
   }
   // bfloat16 q, k, v: on a GPU with head size 32, 64 or 128, the tensor-core kernel (products in
   // bfloat16 with float32 sums, the weights rounded to bfloat16 before they meet v, as
@@ -386,6 +429,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
 namespace detail {
 std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                         const Tensor& lse, const Tensor& g, const AttentionOptions& opts) {
+  TG_CHECK(opts.layout == AttentionLayout::kHeadsFirst, "flash_attention_backward_from_ops",
+           "takes AttentionLayout::kHeadsFirst tensors ([..., T, d])");
   const Dims dm = check_attention("flash_attention", q, k, v, opts);
   const Grads gr = attention_backward_from_ops(q, k, v, out, lse, g, opts, dm, scale_of(opts, dm.d),
                                                attention_dropout(opts, dm, q.device()));
@@ -395,6 +440,14 @@ std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Ten
 
 AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("attention_unfused", q, kk, v, opts);
+  if (opts.layout == AttentionLayout::kTokensFirst) {  // on [B, H, T, d] copies; the weights stay [B, H, T, S]
+    AttentionOptions heads_first = opts;
+    heads_first.layout = AttentionLayout::kHeadsFirst;
+    const Shape swap{0, 2, 1, 3};
+    AttentionResult r = attention_unfused(permute(q, swap), permute(kk, swap), permute(v, swap), heads_first);
+    r.output = permute(r.output, swap);
+    return r;
+  }
   if (dm.rows > dm.S) {
     AttentionOptions all = opts;
     all.kv_length = 0;

@@ -4,6 +4,14 @@
 
 namespace tg {
 
+// How flash_attention's tensors hold their heads.
+enum class AttentionLayout {
+  kHeadsFirst,   // q [..., T, d], k [..., S, d], v [..., S, dv] -> [..., T, dv]: heads among the
+                 // leading dims, [B, H, T, d] (PyTorch's scaled_dot_product_attention)
+  kTokensFirst,  // q [B, T, H, d], k [B, S, H_kv, d], v [B, S, H_kv, dv] -> [B, T, H, dv]
+                 // (FlashAttention's): a projection [B, T, H d] reshaped, no copy to split heads
+};
+
 struct AttentionOptions {
   bool causal = false;  // key j is hidden from query i when j > i + causal_offset (top-left aligned
                         // as PyTorch's is_causal when the offset is 0)
@@ -15,6 +23,10 @@ struct AttentionOptions {
                           // filled part of a preallocated cache; masks then cover [..., T, kv_length]
   double dropout = 0;     // in [0, 1): dropout on the weights (training): the mask dropout(weights, p)
                           // would draw from the same seed (or SampleKeyScope), never stored
+  // kTokensFirst: the same attention with heads inside the tokens. Masks, kv_length (dim 1 then) and
+  // dropout's weights stay [B, H, T, S]; the result equals the permuted kHeadsFirst one bit for bit.
+  // GPU tensor cores read and write it in place; elsewhere it is permuted around kHeadsFirst.
+  AttentionLayout layout = AttentionLayout::kHeadsFirst;
 };
 
 // Fused (flash-attention) form: q [..., T, d], k [..., S, d], v [..., S, dv] with the same leading

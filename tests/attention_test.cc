@@ -218,6 +218,58 @@ TEST(AttentionOps, DropoutOnTheWeightsIsTheUnfusedFormsMask) {
                           {"flash_attention: dropout must be in [0, 1), got 1"}));
 }
 
+// AttentionLayout::kTokensFirst ([B, T, H, d]) is the [B, H, T, d] attention permuted, bit for bit:
+// outputs and gradients, fused and unfused, with padding and general masks, grouped heads with a
+// partly read cache, and dropout keyed by generator and by sample. (On a GPU the tensor cores read
+// the layout in place: tests/gpu.)
+TEST(AttentionOps, TokensFirstLayoutIsThePermutedHeadsFirst) {
+  struct Variant {
+    Shape q, kv;  // [B, H, T, d] and [B, H_kv, S, d]
+    tg::AttentionOptions o;
+    bool pad = false, by_sample = false;
+  };
+  const std::vector<Variant> variants = {
+      {{2, 3, 7, 8}, {2, 3, 9, 8}, {}, true},
+      {{2, 4, 5, 8}, {2, 2, 9, 8}, {.causal = true, .causal_offset = 2, .kv_length = 7, .dropout = 0.5}},
+      {{3, 2, 6, 4}, {3, 2, 6, 4}, {.causal = true, .dropout = 0.2}, false, true}};
+  const Shape swap{0, 2, 1, 3};
+  for (size_t vi = 0; vi < variants.size(); ++vi) {
+    const Variant& vc = variants[vi];
+    tg::manual_seed(31);
+    const Tensor q = leaf(vc.q), k = leaf(vc.kv), v = leaf(vc.kv), g = tg::randn(vc.q, tg::kFloat64);
+    tg::AttentionOptions heads_first = vc.o;
+    if (vc.pad) heads_first.mask = tg::gt(tg::randn({vc.q[0], 1, 1, vc.kv[2]}), 0.8);
+    tg::AttentionOptions tokens_first = heads_first;
+    tokens_first.layout = tg::AttentionLayout::kTokensFirst;
+    for (bool fused : {true, false}) {
+      auto run = [&](const std::vector<Tensor>& in, const tg::AttentionOptions& o, const Tensor& grad) {
+        tg::manual_seed(8);
+        std::unique_ptr<tg::SampleKeyScope> scope;
+        if (vc.by_sample) scope = std::make_unique<tg::SampleKeyScope>(5, std::vector<int64_t>{4, 9, 2});
+        const Tensor out = fused ? tg::flash_attention(in[0], in[1], in[2], o) : tg::attention_unfused(in[0], in[1], in[2], o).output;
+        std::vector<Tensor> r = tg::grad({out}, in, {grad});
+        r.insert(r.begin(), out.detach());
+        return r;
+      };
+      const std::vector<Tensor> want = run({q, k, v}, heads_first, g);
+      auto tokens = [&](const Tensor& x) {  // the same values as a [B, T, H, d] leaf
+        Tensor t = tg::permute(x, swap).detach();
+        t.requires_grad_();
+        return t;
+      };
+      const std::vector<Tensor> got = run({tokens(q), tokens(k), tokens(v)}, tokens_first, tg::permute(g, swap));
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(got[i].shape(), tg::permute(want[i], swap).shape()) << "variant " << vi << " tensor " << i;
+        EXPECT_TRUE(close(tg::permute(got[i], swap), want[i], 0, 0)) << "variant " << vi << (fused ? " fused" : " unfused")
+                                                                     << " tensor " << i;
+      }
+    }
+  }
+  const Tensor t3 = tg::ones({2, 4, 8});
+  EXPECT_TRUE(throws_with([&] { (void)tg::flash_attention(t3, t3, t3, {.layout = tg::AttentionLayout::kTokensFirst}); },
+                          {"flash_attention: AttentionLayout::kTokensFirst takes q [B, T, H, d]", "[2, 4, 8]"}));
+}
+
 TEST(AttentionOps, WeightsAreRowStochasticAndRespectMasks) {
   Tensor q = tg::randn({1, 2, 6, 4}), k = tg::randn({1, 2, 6, 4}), v = tg::randn({1, 2, 6, 4});
   tg::AttentionResult r = tg::attention_unfused(q, k, v, {.causal = true});

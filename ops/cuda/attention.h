@@ -7,8 +7,17 @@
 #include <initializer_list>
 
 #include "elementwise.h"
+#include "hd.h"
 
 namespace tg::cuda_ops {
+
+// Where row r (a query or key position) of head n starts, in elements, for heads of `len` rows of
+// `width` elements: heads = 1 is [n, len, width] (each head's rows together); heads = H is
+// [B, len, H, width] with n = b H + h (AttentionLayout::kTokensFirst: the rows of a batch's H heads
+// interleaved, as a projection [B, len, H width] reshaped).
+TG_HD int64_t head_row_offset(int64_t n, int64_t r, int64_t len, int64_t heads, int64_t width) {
+  return ((n / heads) * len + r) * heads * width + (n % heads) * width;
+}
 
 constexpr int kMaxLeadRank = 8;
 constexpr int64_t kMaxHeadSize = 256;
@@ -24,6 +33,10 @@ struct AttentionArgs {
   void* lse = nullptr;      // [n, T]: the log-sum-exp of each row's weights (-inf where no key is seen);
                             // float32 for bfloat16 q, k, v
   int64_t n = 0, T = 0, S = 0, rows = 0, d = 0, dv = 0, group = 1;
+  // Heads interleaved per row (head_row_offset): 1 for the [n, T, d] layouts above; with
+  // AttentionLayout::kTokensFirst, H for q and out ([B, T, H, d]) and H_kv for k and v ([B, rows,
+  // H_kv, d]). The tensor-core kernels read both layouts; the plain kernel takes 1 only.
+  int64_t q_heads = 1, kv_heads = 1;
   double scale = 1;
   bool causal = false;
   int64_t causal_offset = 0;

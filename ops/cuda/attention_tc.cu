@@ -45,9 +45,11 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<D, kWarps, kDropout>)
   const int64_t qb = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int64_t q0 = qb * kBr;
   const int64_t kvh = n / p.group;
-  const uint16_t* const qg = p.q + n * p.T * D;
-  const uint16_t* const kg = p.k + kvh * p.rows * D;
-  const uint16_t* const vg = p.v + kvh * p.rows * D;
+  // Head n's rows and its key/value head's (head_row_offset: rows `pitch` elements apart).
+  const uint16_t* const qg = p.q + head_row_offset(n, 0, p.T, p.q_heads, D);
+  const int64_t kv_at = head_row_offset(kvh, 0, p.rows, p.kv_heads, D);
+  const uint16_t* const kg = p.k + kv_at;
+  const uint16_t* const vg = p.v + kv_at;
   const int64_t mbase = p.mask != nullptr ? mma::mask_base(n, p.lead_rank, p.lead, p.lead_stride) : 0;
   // Keys this block can see: all S, or under the causal mask those up to its last row's diagonal.
   int64_t s_end = p.S;
@@ -57,14 +59,14 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<D, kWarps, kDropout>)
   for (int c = tid; c < kBr * kChunks; c += kThreads) {
     const int r = c / kChunks, e = (c % kChunks) * 8;
     const bool ok = q0 + r < p.T;
-    mma::cp_async16(sq + r * kPitch + e, qg + (ok ? (q0 + r) * D + e : 0), ok);
+    mma::cp_async16(sq + r * kPitch + e, qg + (ok ? (q0 + r) * p.q_heads * D + e : 0), ok);
   }
   auto load_kv = [&](int tile, int buf) {
     const int64_t k0 = static_cast<int64_t>(tile) * kBc;
     for (int c = tid; c < kBc * kChunks; c += kThreads) {
       const int r = c / kChunks, e = (c % kChunks) * 8;
       const bool ok = k0 + r < p.S;  // keys past S: zeros (their weights are 0, and 0 * 0 stays 0)
-      const int64_t off = ok ? (k0 + r) * D + e : 0;
+      const int64_t off = ok ? (k0 + r) * p.kv_heads * D + e : 0;  // (the pitch read from the parameters)
       mma::cp_async16(sk + (buf * kBc + r) * kPitch + e, kg + off, ok);
       mma::cp_async16(sv + (buf * kBc + r) * kPitch + e, vg + off, ok);
     }
@@ -200,7 +202,8 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<D, kWarps, kDropout>)
   for (int c = lane; c < 16 * kChunks; c += 32) {
     const int r = c / kChunks, e = (c % kChunks) * 8;
     const int64_t i = q0 + warp * 16 + r;
-    if (i < p.T) *reinterpret_cast<uint4*>(p.out + (n * p.T + i) * D + e) = *reinterpret_cast<const uint4*>(so + r * kPitch + e);
+    if (i < p.T)
+      *reinterpret_cast<uint4*>(p.out + head_row_offset(n, i, p.T, p.q_heads, D) + e) = *reinterpret_cast<const uint4*>(so + r * kPitch + e);
   }
   if (t == 0) {
     constexpr float kLn2 = 0.6931471805599453f;
@@ -246,6 +249,8 @@ TcAttentionParams tc_attention_params(const AttentionArgs& a) {
   p.S = a.S;
   p.rows = a.rows;
   p.group = a.group;
+  p.q_heads = a.q_heads;
+  p.kv_heads = a.kv_heads;
   p.scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
   p.causal = a.causal;
   p.offset = a.causal_offset;

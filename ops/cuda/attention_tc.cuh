@@ -15,6 +15,7 @@ struct TcAttentionParams {
   uint16_t* out = nullptr;      // bfloat16 [n, T, D]
   float* lse = nullptr;         // [n, T]
   int64_t n = 0, T = 0, S = 0, rows = 0, group = 1;  // n: query heads
+  int64_t q_heads = 1, kv_heads = 1;  // rows of q, out (g, dq) and of k, v (dk, dv): head_row_offset
   float scale_log2 = 1;  // the scale times log2(e): the softmax runs in powers of two
   bool causal = false;
   int64_t offset = 0;

@@ -58,8 +58,9 @@ __global__ void delta_kernel(const BwdParams p) {
        r += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
     float acc = 0.f;
     for (int e = lane * 8; e < D; e += 32 * 8) {
-      const uint4 gv = *reinterpret_cast<const uint4*>(p.g + r * D + e);
-      const uint4 ov = *reinterpret_cast<const uint4*>(p.out + r * D + e);
+      const int64_t at = head_row_offset(r / p.T, r % p.T, p.T, p.q_heads, D) + e;
+      const uint4 gv = *reinterpret_cast<const uint4*>(p.g + at);
+      const uint4 ov = *reinterpret_cast<const uint4*>(p.out + at);
       const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w}, ow[4] = {ov.x, ov.y, ov.z, ov.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) acc += bf16_lo(gw[w]) * bf16_lo(ow[w]) + bf16_hi(gw[w]) * bf16_hi(ow[w]);
@@ -70,11 +71,12 @@ __global__ void delta_kernel(const BwdParams p) {
   }
 }
 
-// Writes a warp's 16 x D float32 accumulators (times `mul`) as bfloat16 rows r0.. of `dst` (rows
-// < limit), through the warp's own 16 rows of shared memory `stage`.
+// Writes a warp's 16 x D float32 accumulators (times `mul`) as bfloat16 rows r0.. of head `head`
+// of `dst` (heads of `limit` rows, `heads` interleaved: head_row_offset; rows < limit), through the
+// warp's own 16 rows of shared memory `stage`.
 template <int D>
 __device__ __forceinline__ void store_rows(float (&acc)[D / 8][4], float mul, u16* stage, int pitch, u16* dst,
-                                           int64_t r0, int64_t limit, int lane) {
+                                           int64_t head, int64_t heads, int64_t r0, int64_t limit, int lane) {
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) {
     const mma::Cell c0 = mma::accumulator_cell(lane, 0), c2 = mma::accumulator_cell(lane, 2);
@@ -84,7 +86,9 @@ __device__ __forceinline__ void store_rows(float (&acc)[D / 8][4], float mul, u1
   __syncwarp();
   for (int c = lane; c < 16 * (D / 8); c += 32) {
     const int r = c / (D / 8), e = (c % (D / 8)) * 8;
-    if (r0 + r < limit) *reinterpret_cast<uint4*>(dst + (r0 + r) * D + e) = *reinterpret_cast<const uint4*>(stage + r * pitch + e);
+    if (r0 + r < limit)
+      *reinterpret_cast<uint4*>(dst + head_row_offset(head, r0 + r, limit, heads, D) + e) =
+          *reinterpret_cast<const uint4*>(stage + r * pitch + e);
   }
 }
 
@@ -104,14 +108,12 @@ __global__ void __launch_bounds__(kWarps * 32) dk_dv_kernel(const BwdParams p) {
   const int64_t kvh = static_cast<int64_t>(blockIdx.y) + static_cast<int64_t>(blockIdx.z) * 65535;
   if (kvh >= p.n / p.group) return;  // (the z spill's last layer is partly past the heads)
   const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kBc;
-  const u16* const kg = p.k + kvh * p.rows * D;
-  const u16* const vg = p.v + kvh * p.rows * D;
   for (int c = tid; c < kBc * kChunks; c += kThreads) {
     const int r = c / kChunks, e = (c % kChunks) * 8;
     const bool ok = k0 + r < p.S;
-    const int64_t off = ok ? (k0 + r) * D + e : 0;
-    mma::cp_async16(sk + r * kPitch + e, kg + off, ok);
-    mma::cp_async16(sv + r * kPitch + e, vg + off, ok);
+    const int64_t off = ok ? head_row_offset(kvh, k0 + r, p.rows, p.kv_heads, D) + e : 0;
+    mma::cp_async16(sk + r * kPitch + e, p.k + off, ok);
+    mma::cp_async16(sv + r * kPitch + e, p.v + off, ok);
   }
   // Query tiles that can see a key of this block: under the causal mask from k0 - offset on.
   int64_t first = 0;
@@ -120,14 +122,14 @@ __global__ void __launch_bounds__(kWarps * 32) dk_dv_kernel(const BwdParams p) {
   const int64_t steps = per_head > 0 ? per_head * p.group : 0;
   auto load_q = [&](int64_t step, int buf) {
     const int64_t n = kvh * p.group + step / per_head, q0 = (first + step % per_head) * kBr;
-    const u16* qg = p.q + n * p.T * D;
-    const u16* gg = p.g + n * p.T * D;
+    const int64_t at = head_row_offset(n, 0, p.T, p.q_heads, D);  // (rows q_heads D apart)
+    const int pitch = static_cast<int>(p.q_heads) * D;
     for (int c = tid; c < kBr * kChunks; c += kThreads) {
       const int r = c / kChunks, e = (c % kChunks) * 8;
       const bool ok = q0 + r < p.T;
-      const int64_t off = ok ? (q0 + r) * D + e : 0;
-      mma::cp_async16(sq + (buf * kBr + r) * kPitch + e, qg + off, ok);
-      mma::cp_async16(sg + (buf * kBr + r) * kPitch + e, gg + off, ok);
+      const int64_t off = ok ? at + (q0 + r) * pitch + e : 0;
+      mma::cp_async16(sq + (buf * kBr + r) * kPitch + e, p.q + off, ok);
+      mma::cp_async16(sg + (buf * kBr + r) * kPitch + e, p.g + off, ok);
     }
     for (int r = tid; r < kBr; r += kThreads) {
       const bool ok = q0 + r < p.T;
@@ -221,10 +223,8 @@ __global__ void __launch_bounds__(kWarps * 32) dk_dv_kernel(const BwdParams p) {
   __syncthreads();
   // Every key row of the block is written (zeros past S and where no query sees it), through the
   // warp's own k and v rows.
-  u16* const dkg = p.dk + kvh * p.rows * D;
-  u16* const dvg = p.dv + kvh * p.rows * D;
-  store_rows<D>(dk, p.scale, sk + warp * 16 * kPitch, kPitch, dkg, k0 + warp * 16, p.rows, lane);
-  store_rows<D>(dv, 1.f, sv + warp * 16 * kPitch, kPitch, dvg, k0 + warp * 16, p.rows, lane);
+  store_rows<D>(dk, p.scale, sk + warp * 16 * kPitch, kPitch, p.dk, kvh, p.kv_heads, k0 + warp * 16, p.rows, lane);
+  store_rows<D>(dv, 1.f, sv + warp * 16 * kPitch, kPitch, p.dv, kvh, p.kv_heads, k0 + warp * 16, p.rows, lane);
 }
 
 // dQ for a block of 16 * kWarps query rows of head blockIdx.y (+ 65535 blockIdx.z), over its keys
@@ -243,12 +243,14 @@ __global__ void __launch_bounds__(kWarps * 32) dq_kernel(const BwdParams p) {
   const int64_t qb = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // (the busiest blocks first)
   const int64_t q0 = qb * kBr;
   const int64_t kvh = n / p.group;
-  const u16* const kg = p.k + kvh * p.rows * D;
-  const u16* const vg = p.v + kvh * p.rows * D;
+  const int64_t kv_at = head_row_offset(kvh, 0, p.rows, p.kv_heads, D);
+  const u16* const kg = p.k + kv_at;
+  const u16* const vg = p.v + kv_at;
+  const int kv_pitch = static_cast<int>(p.kv_heads) * D;
   for (int c = tid; c < kBr * kChunks; c += kThreads) {
     const int r = c / kChunks, e = (c % kChunks) * 8;
     const bool ok = q0 + r < p.T;
-    const int64_t off = ok ? (n * p.T + q0 + r) * D + e : 0;
+    const int64_t off = ok ? head_row_offset(n, q0 + r, p.T, p.q_heads, D) + e : 0;
     mma::cp_async16(sq + r * kPitch + e, p.q + off, ok);
     mma::cp_async16(sg + r * kPitch + e, p.g + off, ok);
   }
@@ -260,7 +262,7 @@ __global__ void __launch_bounds__(kWarps * 32) dq_kernel(const BwdParams p) {
     for (int c = tid; c < kBc * kChunks; c += kThreads) {
       const int r = c / kChunks, e = (c % kChunks) * 8;
       const bool ok = j0 + r < p.S;
-      const int64_t off = ok ? (j0 + r) * D + e : 0;
+      const int64_t off = ok ? (j0 + r) * kv_pitch + e : 0;
       mma::cp_async16(sk + (buf * kBc + r) * kPitch + e, kg + off, ok);
       mma::cp_async16(sv + (buf * kBc + r) * kPitch + e, vg + off, ok);
     }
@@ -343,7 +345,7 @@ __global__ void __launch_bounds__(kWarps * 32) dq_kernel(const BwdParams p) {
   mma::cp_async_wait<0>();
   __syncthreads();
   if (!warp_live) return;
-  store_rows<D>(dq, p.scale, sq + warp * 16 * kPitch, kPitch, p.dq + n * p.T * D, q0 + warp * 16, p.T, lane);
+  store_rows<D>(dq, p.scale, sq + warp * 16 * kPitch, kPitch, p.dq, n, p.q_heads, q0 + warp * 16, p.T, lane);
 }
 
 // Grids over blocks x heads (heads past 65535 spill into z).

@@ -333,6 +333,45 @@ TEST(Gpu, BFloat16AttentionRunsOnTensorCores) {
   }
 }
 
+// AttentionLayout::kTokensFirst on tensor cores reads q, k, v [B, T, H, d] and writes [B, T, H, d]
+// in place (one launch, no permute copies) and gives the heads-first kernel's bits, permuted:
+// output and the three gradients, with grouped heads, a padding mask, dropout and rows past T.
+TEST(Gpu, TokensFirstAttentionIsReadInPlaceOnTensorCores) {
+  TG_NEED_GPU();
+  tg::manual_seed(12);
+  const tg::Shape swap{0, 2, 1, 3};
+  for (int64_t d : {32, 64, 128}) {
+    const int64_t B = 2, H = 4, Hkv = 2, T = 77, S = 77;
+    const Tensor q = tg::randn({B, H, T, d}).to(tg::kBFloat16).to(kGpu), k = tg::randn({B, Hkv, S, d}).to(tg::kBFloat16).to(kGpu),
+                 v = tg::randn({B, Hkv, S, d}).to(tg::kBFloat16).to(kGpu), w = tg::randn({B, H, T, d}).to(tg::kBFloat16).to(kGpu);
+    tg::AttentionOptions o;
+    o.causal = d != 64;
+    o.mask = d == 64 ? tg::gt(tg::randn({B, 1, 1, S}), 1.0).to(kGpu) : Tensor();
+    o.dropout = d == 128 ? 0.1 : 0.0;
+    auto run = [&](bool tokens_first, std::vector<std::vector<float>>* grads) {
+      tg::AttentionOptions oo = o;
+      if (tokens_first) oo.layout = tg::AttentionLayout::kTokensFirst;
+      auto in = [&](const Tensor& x) {
+        Tensor t = (tokens_first ? tg::permute(x, swap) : x).clone();
+        t.requires_grad_();
+        return t;
+      };
+      std::vector<Tensor> ins = {in(q), in(k), in(v)};
+      tg::manual_seed(13);
+      const uint64_t before = tg::cuda::kernel_launches();
+      Tensor out = tg::flash_attention(ins[0], ins[1], ins[2], oo);
+      EXPECT_EQ(tg::cuda::kernel_launches() - before, 1u) << "d " << d << (tokens_first ? " tokens first" : "");
+      if (tokens_first) out = tg::permute(out, swap);
+      tg::sum(tg::mul(out, w)).backward();
+      for (const Tensor& t : ins) grads->push_back((tokens_first ? tg::permute(t.grad(), swap) : t.grad()).to_vector<float>());
+      return out.to_vector<float>();
+    };
+    std::vector<std::vector<float>> g_tokens, g_heads;
+    EXPECT_EQ(run(true, &g_tokens), run(false, &g_heads)) << "d " << d << ": the output";
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(g_tokens[i], g_heads[i]) << "d " << d << ": gradient " << i;
+  }
+}
+
 // Under autocast, attention being trained runs on tensor cores in bfloat16 (as PyTorch's CUDA
 // autocast runs scaled_dot_product_attention): exactly the explicit graph of casts around the
 // bfloat16 kernel, forward and gradients, bit for bit, with dropout on the weights. Without a
