@@ -491,3 +491,24 @@ TEST(CudaHost, OnlyAlignedBFloat16HeadsOf32To128TakeTheTensorCores) {
 }
 
 }  // namespace
+
+namespace {
+
+// The tensor-core attention's row addresses (cuda_ops::head_row_offset): heads = 1 is [n, len, w];
+// heads = H walks a [B, len, H, w] tensor as its [B, H, len, w] view would be walked: element e of
+// row r of head n = b H + h sits where permute({0, 2, 1, 3}) of the view puts it.
+TEST(CudaHost, AttentionRowsOfEitherLayout) {
+  const int64_t B = 3, H = 5, L = 7, W = 4;
+  tg::Tensor view = tg::arange(0, static_cast<double>(B * H * L * W)).reshape({B, H, L, W});  // [B, H, L, W]: value = index
+  const std::vector<double> tokens_first = tg::permute(view, {0, 2, 1, 3}).to_vector<double>();
+  for (int64_t n = 0; n < B * H; ++n)
+    for (int64_t r = 0; r < L; ++r)
+      for (int64_t e = 0; e < W; ++e) {
+        const double want = static_cast<double>((n * L + r) * W + e);
+        EXPECT_EQ(static_cast<int64_t>(tg::cuda_ops::head_row_offset(n, r, L, 1, W) + e), (n * L + r) * W + e);
+        EXPECT_EQ(tokens_first[static_cast<size_t>(tg::cuda_ops::head_row_offset(n, r, L, H, W) + e)], want)
+            << "head " << n << " row " << r;
+      }
+}
+
+}  // namespace
