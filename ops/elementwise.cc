@@ -372,6 +372,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   detail::check_same_device("add_", *this, "tensor", other, "other");
   Tensor o = tg::to(other.detach(), dtype());
   if (is_cuda()) {  // self = self + alpha * other, in place (each output element reads its own self)
+    dispatch_float(dtype(), "add_", [](auto) {});  // float32/float64, as on the CPU
     if (alpha != 1.0) o = tg::mul(o, alpha);
     cuda_ops::BinaryArgs args;
     args.device = device().index;
@@ -408,6 +409,7 @@ Tensor& Tensor::mul_(double s) {
   check_inplace(*this, "mul_");
   detail::check_float(*this, "mul_");
   if (is_cuda()) {
+    dispatch_float(dtype(), "mul_", [](auto) {});  // float32/float64, as on the CPU
     cuda_ops::unary({device().index, "mul_", cuda_ops::math::Unary::kAffine, detail::gpu_scalar(dtype()),
                      detail::gpu_ptr(*this), detail::gpu_ptr(*this), numel(), s, 0.0});
     return *this;

@@ -118,6 +118,7 @@ Tensor autocast_operand(const Tensor& x) {
 void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                 const std::vector<int64_t>& aoff, const std::vector<int64_t>& boff, bool autocast,
                 const Tensor& bias = Tensor(), bool relu = false) {
+  if (aoff.empty() || M == 0 || N == 0) return;  // an empty batch or output: nothing to write
   Tensor a = a0, b = b0;
   if (autocast) {  // weights from their kept bfloat16 copies
     a = autocast_operand(a0);

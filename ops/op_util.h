@@ -69,6 +69,7 @@ template <class F>
 Tensor binary_forward(const char* op, const Tensor& a, const Tensor& b, F f, cuda_ops::math::Binary gpu) {
   Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), op);
   if (a.is_cuda()) {
+    dispatch_float(a.dtype(), op, [](auto) {});  // float32/float64, as on the CPU (the kernel has no bfloat16 form)
     Tensor out = Tensor::empty(shape, a.dtype(), a.device());
     cuda_ops::BinaryArgs args;
     args.device = a.device().index;

@@ -65,6 +65,10 @@ bool is_sticky(cudaError_t e) {
     case cudaErrorHardwareStackError:
     case cudaErrorAssert:
     case cudaErrorECCUncorrectable:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorContained:
+    case cudaErrorExternalDevice:
+    case cudaErrorTensorMemoryLeak:
       return true;
     default:
       return false;
@@ -247,8 +251,18 @@ void copy_rows_on_device(int device, void* dst, size_t dst_pitch, const void* sr
                          size_t rows, const char* op) {
   use_device(device, op);
   if (row_bytes == 0 || rows == 0) return;
-  check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
-                          devices()[device].stream), device, op, "copy on the GPU");
+  constexpr size_t kMaxPitch = 2147483647;  // cudaMemcpy2D refuses pitches past 2^31 - 1 bytes
+  if (rows == 1 || (dst_pitch == row_bytes && src_pitch == row_bytes)) {  // one block (concat along dim 0)
+    check(cudaMemcpyAsync(dst, src, row_bytes * rows, cudaMemcpyDeviceToDevice, devices()[device].stream), device, op,
+          "copy on the GPU");
+  } else if (dst_pitch <= kMaxPitch && src_pitch <= kMaxPitch) {
+    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
+                            devices()[device].stream), device, op, "copy on the GPU");
+  } else {
+    for (size_t r = 0; r < rows; ++r)  // (rows of 2 GiB and more: few)
+      check(cudaMemcpyAsync(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+                            row_bytes, cudaMemcpyDeviceToDevice, devices()[device].stream), device, op, "copy on the GPU");
+  }
   after_launch(device, op);
 }
 

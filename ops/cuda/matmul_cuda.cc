@@ -48,6 +48,9 @@ const Lt& lt(const char* op) {
     auto* l = new Lt();
     const std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
     void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef TG_CUDA_LIB_DIR
+    if (h == nullptr) h = ::dlopen((std::string(TG_CUDA_LIB_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);  // the build's toolkit
+#endif
     if (h == nullptr) {
       const char* e = ::dlerror();
       l->error = fmt::format("cannot load {} (CUDA {}'s cuBLASLt, which products on the GPU use): {}; install the "

@@ -317,6 +317,12 @@ void norm(const NormArgs& a) {
 int64_t norm_backward_scratch(int64_t rows, int64_t D) { return 2 * ((rows + kNormChunk - 1) / kNormChunk) * D; }
 
 void norm_backward(const NormBackwardArgs& a) {
+  if (a.rows == 0 && a.D > 0) {  // sums over no rows: zeros, as on the CPU
+    const size_t bytes = static_cast<size_t>(a.D) * (a.type == Scalar::kF64 ? sizeof(double) : sizeof(float));
+    if (a.gw != nullptr) cuda_rt::fill_bytes(a.device, a.gw, bytes, 0, a.op);
+    if (a.gb != nullptr) cuda_rt::fill_bytes(a.device, a.gb, bytes, 0, a.op);
+    return;
+  }
   if (a.rows * a.D == 0) return;
   cudaStream_t s = stream_of(a.device);
   float_types(a.type, [&](auto tag) {
@@ -414,7 +420,11 @@ void dropout(const DropoutArgs& a) {
 
 void bias_act_backward(const BiasActArgs& a, const void* g, void* dx, void* db, void* partial) {
   const int64_t n = a.rows * a.D;
-  if (n == 0) return;
+  if (n == 0) {  // no rows: the bias gradient sums nothing (zeros, as on the CPU)
+    if (db != nullptr && a.D > 0)
+      cuda_rt::fill_bytes(a.device, db, static_cast<size_t>(a.D) * (a.type == Scalar::kF64 ? sizeof(double) : sizeof(float)), 0, a.op);
+    return;
+  }
   cudaStream_t s = stream_of(a.device);
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);

@@ -218,17 +218,20 @@ TEST(Gpu, ProductsMatchTheCpuInEveryPrecision) {
           << c.a.str() << " x " << c.b.str() << " " << tg::dtype_name(d);
     }
   }
-  // Autocast: bfloat16 products with float32 sums and output; TF32 only when asked.
+  // Autocast: bfloat16 products with float32 sums and output (against the product of the rounded
+  // inputs: products of two bfloat16 values are exact in float32, only the order of the sums differs);
+  // TF32 (10-bit mantissas: ~5e-3 relative at K = 65, up to ~9e-3) only when asked.
   tg::Tensor a = tg::randn({33, 65}), b = tg::randn({65, 17});
   const tg::Tensor want = tg::matmul(a, b);
   {
+    const tg::Tensor want_bf16 = tg::matmul(a.to(tg::kBFloat16).to(tg::kFloat32), b.to(tg::kBFloat16).to(tg::kFloat32));
     tg::AutocastGuard ac;
     const tg::Tensor got = tg::matmul(a.to(kGpu), b.to(kGpu));
     EXPECT_EQ(got.dtype(), tg::kFloat32);
-    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 1e-2);
+    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want_bf16), 1e-5);
   }
   tg::cuda::set_allow_tf32(true);
-  EXPECT_LE(max_rel_error(tg::matmul(a.to(kGpu), b.to(kGpu)).to(tg::kCPU), want), 3e-3);
+  EXPECT_LE(max_rel_error(tg::matmul(a.to(kGpu), b.to(kGpu)).to(tg::kCPU), want), 2e-2);
   tg::cuda::set_allow_tf32(false);
   const tg::Tensor exact = tg::matmul(a.to(kGpu), b.to(kGpu));
   EXPECT_EQ(exact.to_vector<float>(), tg::matmul(a.to(kGpu), b.to(kGpu)).to_vector<float>());  // the same bits again
@@ -698,7 +701,10 @@ TEST(Gpu, AutocastKeepsEachWeightsBFloat16CopyAndTheOptimizerRefreshesIt) {
     const uint64_t k1 = tg::cuda::kernel_launches();
     Tensor y2 = tg::matmul(x, w, false, true);
     const uint64_t k2 = tg::cuda::kernel_launches();
-    EXPECT_LT(k2 - k1, k1 - k0) << "step " << step << ": the second product reuses the weight's copy";
+    // Step 0: the first product makes the copy (one conversion more); later steps find the copy the
+    // optimizer refreshed: neither product converts the weight.
+    if (step == 0) EXPECT_EQ(k1 - k0, k2 - k1 + 1) << "step 0: the second product reuses the weight's copy";
+    else EXPECT_EQ(k1 - k0, k2 - k1) << "step " << step << ": the optimizer refreshed the copy, no conversion";
     const Tensor fresh = tg::matmul(x, w.detach(), false, true);  // not a weight: converted afresh
     EXPECT_EQ(bytes_of(y2.to(tg::kCPU)), bytes_of(fresh.to(tg::kCPU))) << "step " << step;
     opt.zero_grad();
