@@ -87,7 +87,7 @@ class Engine {
       queued[n] = true;
       Tensor g = std::move(buffer_[n]);
       buffer_.erase(n);
-      if (!g.defined()) g = zeros(n->out_shape(), n->out_dtype());
+      if (!g.defined()) g = zeros(n->out_shape(), n->out_dtype(), n->out_device());
       // By index over the count taken first: a hook may register another hook.
       for (size_t h = 0, nh = n->pre_hooks().size(); h < nh; ++h) {
         Tensor r = n->pre_hooks()[h](g);
@@ -108,6 +108,9 @@ class Engine {
         const Shape& want = e.node ? e.node->out_shape() : e.leaf->shape;
         TG_CHECK(grads[i].shape() == want, n->name(), "backward produced a gradient of shape {} for input {} of shape {}",
                  grads[i].shape(), i, want);
+        const Device there = e.node ? e.node->out_device() : e.leaf->storage ? e.leaf->storage->device() : kCPU;
+        TG_CHECK(grads[i].device() == there, n->name(), "backward produced a gradient on {} for input {}, which is on {}",
+                 grads[i].device(), i, there);
         if (anomaly_enabled()) check_finite(grads[i], n->name(), "backward");
         if (e.node) accumulate(e.node.get(), std::move(grads[i]));
         else {
@@ -198,7 +201,7 @@ std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std
     if (!g.defined()) {
       TG_CHECK(o.numel() == 1, op, "grad can be implicitly created only for one-element outputs; output {} has shape {} "
                "(pass a gradient of that shape, e.g. ones_like)", i, o.shape());
-      g = ones(o.shape(), o.dtype());
+      g = ones(o.shape(), o.dtype(), o.device());  // on the output's device (a GPU loss: a GPU seed)
     }
     TG_CHECK(g.shape() == o.shape(), op, "gradient of shape {} given for output {} of shape {}", g.shape(), i, o.shape());
     grads.push_back(to(g, o.dtype()));

@@ -82,7 +82,7 @@ namespace detail {
 void* device_allocate(int device, size_t bytes, size_t* rounded, const char* op) {
   cuda_rt::use_device(device, op);  // one line when there is no such GPU, before any bookkeeping
   void* p = allocator(device, op).allocate(bytes, rounded, op);
-  if (g_poison.load(std::memory_order_relaxed)) cuda_rt::fill_bytes(device, p, *rounded, 0xFF, op);
+  if (g_poison.load(std::memory_order_relaxed)) cuda_rt::poison_bytes(device, p, *rounded, op);
   return p;
 }
 void device_free(int device, void* p, size_t rounded) { allocator(device, "free").free(p, rounded); }

@@ -1,5 +1,6 @@
 #include "graph/node.h"
 
+#include "graph/device_memory_internal.h"
 #include "graph/pool.h"
 
 #include <atomic>
@@ -81,8 +82,10 @@ void Node::release() {
   edges_.clear();
 }
 
-void check_finite(const Tensor& t, const char* op, const char* what) {
-  if (!t.defined() || !is_floating(t.dtype())) return;
+void check_finite(const Tensor& t0, const char* op, const char* what) {
+  if (!t0.defined() || !is_floating(t0.dtype())) return;
+  // A GPU tensor is read through a copy (anomaly mode waits for the GPU at every op: a debugging mode).
+  const Tensor t = t0.is_cuda() ? detail::copy_to_device(t0, kCPU, "anomaly") : t0;
   dispatch_float(t.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* p = t.data<T>();
@@ -116,6 +119,7 @@ Tensor record_node(const char* op, Tensor out, TensorList inputs, BackwardFn fn,
   TensorImpl& o = out.impl();
   node->out_shape_ = o.shape;
   node->out_dtype_ = o.dtype;
+  if (o.storage) node->out_device_ = o.storage->device();
   if (save_output) {
     node->saved_out_ = o.storage;
     node->saved_out_offset_ = o.offset;

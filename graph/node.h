@@ -138,6 +138,7 @@ class Node : public std::enable_shared_from_this<Node> {
   const Edge& edge(size_t i) const { return edges_[i]; }
   const Shape& out_shape() const { return out_shape_; }
   DType out_dtype() const { return out_dtype_; }
+  Device out_device() const { return out_device_; }
   // The op's output, with this node as its grad_fn (so a create_graph backward differentiates it).
   Tensor output() const;
   bool released() const { return released_; }
@@ -157,6 +158,7 @@ class Node : public std::enable_shared_from_this<Node> {
   SmallVector<Edge, 2> edges_;
   Shape out_shape_;
   DType out_dtype_ = DType::kFloat32;
+  Device out_device_ = kCPU;
   std::shared_ptr<Storage> saved_out_;
   int64_t saved_out_offset_ = 0;
   std::vector<GradHook> pre_hooks_;

@@ -11,6 +11,7 @@
 #include "ops/autocast.h"
 #include "ops/cpu_capability.h"
 #include "ops/cuda/matmul.h"
+#include "ops/cuda/nn.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/bf16.h"
 #include "ops/kernels/gemm.h"
@@ -96,20 +97,26 @@ void for_each_product(int64_t nb, int64_t mnk, const F& one) {
 // The products of matmul_nd on a GPU: one strided-batched cuBLASLt call where the batch offsets
 // are uniform (no broadcast, or one operand shared by the whole batch), else one call a product.
 // Under autocast the float32 operands are rounded to bfloat16 first (float32 sums and output).
-// Autocast's bfloat16 copy of a float32 GPU weight, kept in its storage's derived slot 0 (CPU packs
-// use the slots of CPU storages only) under a key of its version; remade when stale.
+// Autocast's bfloat16 copy of a float32 GPU tensor that views its storage from the start, kept in
+// the storage's derived slot 0 (CPU packs use the slots of CPU storages only) under a key of its
+// version, remade when stale: a weight's serves every product until the optimizer changes it (and
+// rewrites the copy in its pass); an activation's serves every product that reads it while its
+// storage lives (Q, K and V of one input, the two products of one gradient, a forward's input
+// again in the backward). Writes through raw pointers must bump_version(), as for the CPU packs.
 constexpr int kGpuBf16Slot = 0;
 uint64_t gpu_bf16_key(uint64_t version) { return (version << 1) | 1; }
-bool whole_weight(const Tensor& w) {
-  return w.is_cuda() && w.dtype() == kFloat32 && w.is_leaf() && w.requires_grad() && w.impl().offset == 0 &&
-         static_cast<size_t>(w.numel()) * sizeof(float) <= w.impl().storage->nbytes();
+bool covers_storage(const Tensor& x) {
+  return x.is_cuda() && x.dtype() == kFloat32 && x.impl().offset == 0 &&
+         static_cast<size_t>(x.numel()) * sizeof(float) <= x.impl().storage->nbytes();
 }
+bool whole_weight(const Tensor& w) { return covers_storage(w) && w.is_leaf() && w.requires_grad(); }
 Tensor autocast_operand(const Tensor& x) {
   NoGradGuard ng;  // the backward recomputes its own products
-  if (!whole_weight(x)) return to(x.detach(), kBFloat16);
+  if (!covers_storage(x)) return to(x.detach(), kBFloat16);
   const Storage& st = *x.impl().storage;
   const uint64_t key = gpu_bf16_key(st.version());
-  if (auto c = std::static_pointer_cast<const Tensor>(st.derived(kGpuBf16Slot, key)); c && c->shape() == x.shape()) return *c;
+  if (auto c = std::static_pointer_cast<const Tensor>(st.derived(kGpuBf16Slot, key)); c && c->numel() == x.numel())
+    return c->shape() == x.shape() ? *c : reshape(*c, x.shape());  // (a reshape of the same data)
   auto c = std::make_shared<const Tensor>(to(x.detach(), kBFloat16));
   st.set_derived(kGpuBf16Slot, key, c);
   return *c;
@@ -289,8 +296,12 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
   const int64_t rows = x2.size(0), in = x2.size(1), out = w.size(0);
   const bool autocast = autocast_enabled() && x2.dtype() == kFloat32;
   Tensor y = Tensor::empty({rows, out}, x2.dtype(), x2.device());
+  // On a GPU under autocast the backward needs x only as the bfloat16 copy the forward multiplied:
+  // the node keeps that copy, not x (as PyTorch's autocast keeps its cast input), so x may go.
+  const bool keep_bf16 = x2.is_cuda() && autocast;
+  const Tensor xs = keep_bf16 ? autocast_operand(x2) : x2;
   if (x2.is_cuda()) {  // cuBLASLt's epilogue adds the bias (and takes the ReLU) in the product's call
-    gpu_matmul(x2, w, y, false, true, rows, out, in, {0}, {0}, autocast, bias, relu);
+    gpu_matmul(xs, w, y, false, true, rows, out, in, {0}, {0}, autocast, bias, relu);
   } else if (autocast) {
     const auto path = cpu_capability();
     const float* pw = w.data<float>();
@@ -309,11 +320,29 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
     });
   }
   const char* name = autocast ? "linear (bf16 autocast)" : "linear";
-  return record(name, y, {x2, w, bias}, [x2, w, bias, relu, autocast](const Tensor& g, const Node& n) {
+  return record(name, y, {x2, w, bias}, [xs, w, bias, relu, autocast, keep_bf16](const Tensor& g, const Node& n) {
     // d = g act'(x wᵀ + b); dx = d w, dw = dᵀ x, dbias = d's column sums.
+    const Tensor& x2 = xs;  // (x itself, or on a GPU under autocast its bfloat16 copy)
     Tensor d;
     Tensor gb;
-    if (grad_enabled() || g.is_cuda()) {  // recorded backward (higher order), or on a GPU: from public ops
+    if (relu && g.is_cuda() && !grad_enabled()) {  // one pass: d = g where y > 0, then the bias's column sums
+      const int64_t rows = g.size(0), D = g.size(1);
+      d = Tensor::empty(g.shape(), g.dtype(), g.device());
+      if (n.needs(2)) gb = Tensor::empty(bias.shape(), g.dtype(), g.device());
+      const Tensor partial = gb.defined() ? Tensor::empty({cuda_ops::norm_backward_scratch(rows, D)}, g.dtype(), g.device())
+                                          : Tensor();
+      const Tensor y = n.output();
+      cuda_ops::BiasActArgs a;
+      a.device = g.device().index;
+      a.op = "linear";
+      a.act = cuda_ops::math::Unary::kRelu;
+      a.type = detail::gpu_scalar(g.dtype());
+      a.x = detail::gpu_ptr(y);  // relu'(x wᵀ + b) is y > 0 (no bias added again)
+      a.rows = rows;
+      a.D = D;
+      cuda_ops::bias_act_backward(a, detail::gpu_ptr(g), detail::gpu_ptr(d), gb.defined() ? detail::gpu_ptr(gb) : nullptr,
+                                  partial.defined() ? detail::gpu_ptr(partial) : nullptr);
+    } else if (grad_enabled() || g.is_cuda()) {  // recorded backward (higher order), or on a GPU: from public ops
       d = relu ? where(gt(n.output(), 0.0), g, 0.0) : g;
       if (n.needs(2)) gb = sum_to(d, bias.shape());
     } else if (relu) {
@@ -335,6 +364,17 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
                                         kernels::IdentityGrad{});
         });
       }
+    }
+    if (keep_bf16) {  // both products from bfloat16 operands (d's copy made once, x's from the forward)
+      TG_CHECK(!grad_enabled(), "linear", "under autocast on a GPU the backward keeps the input in bfloat16 only, so "
+               "it cannot be differentiated again (create_graph): run that forward outside autocast");
+      auto product = [&](const Tensor& a, const Tensor& b, bool ta, bool tb) {  // 2-D, float32 output
+        const int64_t M = ta ? a.size(1) : a.size(0), K = ta ? a.size(0) : a.size(1), N = tb ? b.size(0) : b.size(1);
+        Tensor o = Tensor::empty({M, N}, kFloat32, a.device());
+        gpu_matmul(a, b, o, ta, tb, M, N, K, {0}, {0}, /*autocast=*/true);
+        return o;
+      };
+      return Grads{n.needs(0) ? product(d, w, false, false) : Tensor(), n.needs(1) ? product(d, x2, true, false) : Tensor(), gb};
     }
     Tensor gx = n.needs(0) ? matmul_as(d, w, false, false, autocast) : Tensor();
     Tensor gw = n.needs(1) ? matmul_as(d, x2, true, false, autocast) : Tensor();

@@ -72,6 +72,11 @@ Tensor reduce_raw(const Tensor& x, const Axes& axes, Op op, double init, const c
       args.outer = outer;
       args.R = R;
       args.inner = inner;
+      Tensor scratch;  // few outputs over a long R: two passes through pieces (cuda_ops::reduce_plan)
+      if (const cuda_ops::ReducePlan plan = cuda_ops::reduce_plan(outer, R, inner); plan.scratch > 0) {
+        scratch = Tensor::empty({plan.scratch}, x.dtype(), x.device());
+        args.scratch = detail::gpu_ptr(scratch);
+      }
       cuda_ops::reduce(args);
     } else {
       dispatch_float(x.dtype(), op_name, [&](auto tag) {

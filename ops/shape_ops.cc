@@ -508,6 +508,7 @@ void index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tens
   TG_CHECK(src.dtype() == self.dtype(), "index_add_", "source dtype {} differs from the target's {}", src.dtype(),
            self.dtype());
   detail::check_index(index, "index_add_");
+  self.impl().storage->bump_version();  // values derived from the data (autocast's copies, packs) are stale
   dim = normalize_axis(dim, self.dim(), "index_add_");
   TG_CHECK(index.dim() <= 1, "index_add_", "index must be 1-D, got shape {}", index.shape());
   Shape want = self.shape();

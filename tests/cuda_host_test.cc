@@ -20,6 +20,7 @@
 #include "ops/cuda/attention.h"
 #include "ops/cuda/matmul.h"
 #include "ops/cuda/mma_layout.h"
+#include "ops/cuda/reduce.h"
 #include "ops/cuda/strided.h"
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/optim.h"
@@ -509,6 +510,36 @@ TEST(CudaHost, AttentionRowsOfEitherLayout) {
         EXPECT_EQ(tokens_first[static_cast<size_t>(tg::cuda_ops::head_row_offset(n, r, L, H, W) + e)], want)
             << "head " << n << " row " << r;
       }
+}
+
+}  // namespace
+
+namespace {
+
+// The GPU reductions' plan: one pass where the outputs alone keep the GPU busy; pieces of R
+// otherwise (a linear layer's bias gradient: the column sums of [rows, out]; a whole-tensor sum),
+// covering R exactly once, with the scratch the two passes need. It depends on the shape only.
+TEST(CudaHost, ReductionsCutLongRsWithFewOutputsIntoPieces) {
+  using tg::cuda_ops::reduce_plan;
+  struct Case {
+    int64_t outer, R, inner;
+    bool cut;
+  };
+  for (const Case c : {Case{1, 16384, 512, true}, Case{1, 16384, 65536, false}, Case{1, 300, 512, false},
+                       Case{1, 100000000, 1, true}, Case{4096, 100000, 1, false}, Case{8, 16384, 1, false}, Case{8, 16385, 1, true},
+                       Case{2, 1000, 3, true}, Case{3, 1, 7, false}}) {
+    const tg::cuda_ops::ReducePlan p = reduce_plan(c.outer, c.R, c.inner);
+    const std::string what = std::to_string(c.outer) + " x " + std::to_string(c.R) + " x " + std::to_string(c.inner);
+    EXPECT_EQ(p.chunks > 1, c.cut) << what;
+    if (p.chunks == 1) {
+      EXPECT_EQ(p.chunk, c.R) << what;
+      EXPECT_EQ(p.scratch, 0) << what;
+      continue;
+    }
+    EXPECT_GE(p.chunks * p.chunk, c.R) << what << ": every position in a piece";
+    EXPECT_LT((p.chunks - 1) * p.chunk, c.R) << what << ": no empty piece";
+    EXPECT_EQ(p.scratch, c.outer * p.chunks * c.inner) << what;
+  }
 }
 
 }  // namespace

@@ -33,6 +33,9 @@ void copy_to_device(int device, void* dst, const void* src, size_t bytes, const 
 void copy_to_host(int device, void* dst, const void* src, size_t bytes, const char* op);
 void copy_on_device(int device, void* dst, const void* src, size_t bytes, const char* op);
 void fill_bytes(int device, void* dst, size_t bytes, int value, const char* op);  // memset
+// The allocator's poisoning (0xFF bytes, TG_CUDA_POISON): a memset not counted by launches(), so that
+// a test's "the op launched a kernel" cannot be met by the poisoning of its output.
+void poison_bytes(int device, void* dst, size_t bytes, const char* op);
 
 void synchronize(int device, const char* op);
 void* stream(int device);

@@ -281,6 +281,12 @@ void fill_bytes(int device, void* dst, size_t bytes, int value, const char* op) 
   after_launch(device, op);
 }
 
+void poison_bytes(int device, void* dst, size_t bytes, const char* op) {
+  use_device(device, op);
+  if (bytes == 0) return;
+  check(cudaMemsetAsync(dst, 0xFF, bytes, devices()[device].stream), device, op, "memset (poisoning)");
+}
+
 void synchronize(int device, const char* op) {
   use_device(device, op);
   wait_and_check_indices(device, op, "synchronize");

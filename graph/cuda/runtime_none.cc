@@ -27,6 +27,7 @@ void copy_to_device(int, void*, const void*, size_t, const char* op) { refuse(op
 void copy_to_host(int, void*, const void*, size_t, const char* op) { refuse(op); }
 void copy_on_device(int, void*, const void*, size_t, const char* op) { refuse(op); }
 void fill_bytes(int, void*, size_t, int, const char* op) { refuse(op); }
+void poison_bytes(int, void*, size_t, const char* op) { refuse(op); }
 void synchronize(int, const char* op) { refuse(op); }
 void* stream(int) { refuse("stream"); }
 void after_launch(int, const char* op) { refuse(op); }

@@ -138,10 +138,21 @@ __global__ void norm_param_partials(bool rms, const T* x, const T* g, const T* m
   if (j >= D) return;
   const int64_t r0 = c * kNormChunk, r1 = r0 + kNormChunk < rows ? r0 + kNormChunk : rows;
   T sw = 0, sb = 0;
-  for (int64_t r = r0; r < r1; ++r) {
-    const T gv = g[r * D + j];
-    if (pw != nullptr) sw += gv * ((x[r * D + j] - (rms ? T(0) : mean[r])) * rstd[r]);
-    sb += gv;
+  if (pw == nullptr) {  // column sums alone (a bias): 8 loads in flight, added in row order
+    for (int64_t r = r0; r < r1; r += 8) {
+      T v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = r + u < r1 ? g[(r + u) * D + j] : T(0);
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (r + u < r1) sb += v[u];
+    }
+  } else {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T gv = g[r * D + j];
+      sw += gv * ((x[r * D + j] - (rms ? T(0) : mean[r])) * rstd[r]);
+      sb += gv;
+    }
   }
   if (pw != nullptr) pw[c * D + j] = sw;
   if (pb != nullptr) pb[c * D + j] = sb;
@@ -237,7 +248,7 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const u
 template <class T>
 __global__ void bias_act_backward_kernel(math::Unary act, const T* g, const T* x, const T* bias, T* dx, int64_t n, int64_t D) {
   TG_GRID_LOOP(i, n) {
-    const T pre = x[i] + bias[i % D];
+    const T pre = act == math::Unary::kAffine ? T(0) : bias != nullptr ? x[i] + bias[i % D] : x[i];  // (no bias: x is pre)
     T d = g[i];
     if (act == math::Unary::kRelu) d = pre > T(0) ? g[i] : T(0);
     else if (act == math::Unary::kGeluErf) d = math::binary<T>(math::Binary::kGeluErfGrad, g[i], pre);

@@ -1,6 +1,8 @@
 // Reductions on the GPU. Rows (inner == 1): one block a row, each thread folding a strided share,
 // then a fixed tree in shared memory. Columns (inner > 1): one thread an output, folding R in order
-// (neighbouring threads read neighbouring columns: coalesced). Both orders are fixed: deterministic.
+// (neighbouring threads read neighbouring columns: coalesced). Few outputs over a long R take two
+// passes (reduce_plan in reduce.h): pieces of R folded in parallel, then the pieces in order. Every
+// order is fixed by the shape: deterministic.
 #include <cstdint>
 
 #include "ops/cuda/launch.cuh"
@@ -27,19 +29,46 @@ __device__ __forceinline__ T identity(Reduce f) {
   return T(0);
 }
 
+// Block b (first + blockIdx.x) folds piece b % chunks (positions [c chunk, (c + 1) chunk) of R) of
+// row b / chunks into out[b]; chunks == 1, chunk == R: a whole row.
 template <class T>
-__global__ void reduce_rows(Reduce f, const T* x, T* out, int64_t R) {
+__global__ void reduce_rows(Reduce f, const T* x, T* out, int64_t R, int64_t chunk, int64_t chunks, int64_t first) {
   __shared__ T part[kRowThreads];
-  const T* row = x + static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t b = first + static_cast<int64_t>(blockIdx.x), c = b % chunks;
+  const T* row = x + (b / chunks) * R;
+  const int64_t r0 = c * chunk, r1 = r0 + chunk < R ? r0 + chunk : R;
   T acc = identity<T>(f);
-  for (int64_t r = threadIdx.x; r < R; r += kRowThreads) acc = combine(f, acc, row[r]);
+  for (int64_t r = r0 + threadIdx.x; r < r1; r += kRowThreads) acc = combine(f, acc, row[r]);
   part[threadIdx.x] = acc;
   __syncthreads();
   for (unsigned s = kRowThreads / 2; s > 0; s /= 2) {
     if (threadIdx.x < s) part[threadIdx.x] = combine(f, part[threadIdx.x], part[threadIdx.x + s]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = part[0];
+  if (threadIdx.x == 0) out[b] = part[0];
+}
+
+// Thread t folds piece c of column (o, j) — positions [c chunk, (c + 1) chunk) of R — into
+// partial[(o chunks + c) inner + j]: the layout [outer, chunks, inner] reduce_columns then folds.
+template <class T>
+__global__ void reduce_column_pieces(Reduce f, const T* x, T* partial, int64_t outer, int64_t R, int64_t inner,
+                                     int64_t chunk, int64_t chunks) {
+  const int64_t n = outer * chunks * inner;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = t % inner, c = (t / inner) % chunks, o = t / (inner * chunks);
+    const int64_t r0 = c * chunk, r1 = r0 + chunk < R ? r0 + chunk : R;
+    const T* p = x + (o * R + r0) * inner + j;
+    T acc = identity<T>(f);
+    for (int64_t r = r0; r < r1; r += 8, p += 8 * inner) {  // 8 loads in flight, folded in order
+      T v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = r + u < r1 ? p[u * inner] : identity<T>(f);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc = r + u < r1 ? combine(f, acc, v[u]) : acc;
+    }
+    partial[t] = acc;
+  }
 }
 
 template <class T>
@@ -124,11 +153,28 @@ void reduce(const ReduceArgs& a) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(a.x);
     T* out = static_cast<T*>(a.out);
-    if (a.inner == 1 && a.R > 1) {
-      for (int64_t o = 0; o < a.outer; o += 65535) {  // gridDim.x may be larger; chunks keep it plain
-        const int64_t rows = a.outer - o < 65535 ? a.outer - o : 65535;
-        reduce_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(a.f, x + o * a.R, out + o, a.R);
+    const ReducePlan plan = reduce_plan(a.outer, a.R, a.inner);
+    const bool split = plan.chunks > 1 && a.scratch != nullptr;
+    // Blocks of rows (each a row or a piece of one), 65,535 a launch (gridDim.x may be larger; this keeps it plain).
+    auto rows = [&](const T* src, T* dst, int64_t R, int64_t chunk, int64_t chunks, int64_t blocks) {
+      for (int64_t b = 0; b < blocks; b += 65535) {
+        const int64_t nb = blocks - b < 65535 ? blocks - b : 65535;
+        reduce_rows<T><<<static_cast<unsigned>(nb), kRowThreads, 0, s>>>(a.f, src, dst, R, chunk, chunks, b);
       }
+    };
+    if (a.inner == 1 && a.R > 1) {
+      if (split) {  // pieces of each row, then each row's pieces in order
+        T* part = static_cast<T*>(a.scratch);
+        rows(x, part, a.R, plan.chunk, plan.chunks, a.outer * plan.chunks);
+        rows(part, out, plan.chunks, plan.chunks, 1, a.outer);
+      } else {
+        rows(x, out, a.R, a.R, 1, a.outer);
+      }
+    } else if (split) {  // pieces of each column, then each column's pieces in order
+      T* part = static_cast<T*>(a.scratch);
+      reduce_column_pieces<T><<<blocks_for(plan.scratch), kThreads, 0, s>>>(a.f, x, part, a.outer, a.R, a.inner,
+                                                                             plan.chunk, plan.chunks);
+      reduce_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.f, part, out, a.outer, plan.chunks, a.inner);
     } else {
       reduce_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.f, x, out, a.outer, a.R, a.inner);
     }

@@ -137,8 +137,14 @@ __global__ void sorted_runs_kernel(const int64_t* keys, const int64_t* positions
     const int64_t key = keys[p];
     if ((p > 0 && keys[p - 1] == key) || key == R) continue;  // not a run's start, or out of range
     T* d = dst + (o * R + key) * inner + j;
+    // The run's end first (its keys are hot in cache), then a counted loop the compiler can unroll
+    // and pipeline: the same sums in the same order.
+    int64_t end = p + 1;
+    while (end < n && keys[end] == key) ++end;
+    const T* base = src + o * n * inner + j;
     T acc = *d;
-    for (int64_t q = p; q < n && keys[q] == key; ++q) acc = acc + alpha * src[(o * n + positions[q]) * inner + j];
+#pragma unroll 4
+    for (int64_t q = p; q < end; ++q) acc = acc + alpha * base[positions[q] * inner];
     *d = acc;
   }
 }

@@ -185,6 +185,32 @@ TEST(Gpu, ReductionsGiveTheSameBitsEveryRun) {
   for (float v : c) EXPECT_NEAR(v, 1.0f, 1e-4f);
 }
 
+// Few outputs over a long R take two passes (cuda_ops::reduce_plan): a linear layer's bias gradient
+// (the column sums of [rows, out]), whole-tensor sums and maxima, rows cut into pieces; against the
+// CPU (float64: to rounding; float32: 1e-5 of the sum of magnitudes) and the same bits twice.
+TEST(Gpu, ReductionsOfFewOutputsMatchTheCpu) {
+  TG_NEED_GPU();
+  tg::manual_seed(14);
+  struct Case {
+    tg::Shape shape;
+    tg::Axes axes;
+  };
+  for (tg::DType dt : {tg::kFloat32, tg::kFloat64}) {
+    for (const Case& c : {Case{{16384, 96}, {0}}, Case{{5, 3000, 7}, {1}}, Case{{100003}, {0}}, Case{{3, 40000}, {1}},
+                          Case{{2, 20000, 3}, {0, 1}}}) {
+      const Tensor x = tg::randn(c.shape, dt), xg = x.to(kGpu);
+      const Tensor want = tg::sum(x, c.axes), got = tg::sum(xg, c.axes);
+      const Tensor scale = tg::sum(tg::abs(x), c.axes);
+      const std::vector<double> w = want.to_vector<double>(), g = got.to_vector<double>(), m = scale.to_vector<double>();
+      ASSERT_EQ(w.size(), g.size());
+      for (size_t i = 0; i < w.size(); ++i)
+        EXPECT_LE(std::fabs(g[i] - w[i]), (dt == tg::kFloat64 ? 1e-12 : 1e-5) * (1 + m[i])) << c.shape.str() << " output " << i;
+      EXPECT_EQ(got.to_vector<double>(), tg::sum(xg, c.axes).to_vector<double>()) << c.shape.str() << ": run to run";
+      EXPECT_EQ(tg::amax(xg, c.axes).to_vector<double>(), tg::amax(x, c.axes).to_vector<double>()) << c.shape.str();
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -684,6 +710,46 @@ TEST(Gpu, SortedIndexAddGivesTheCpusBits) {
 }  // namespace
 
 namespace {
+
+// Under autocast a linear layer on the GPU keeps its input only as the bfloat16 copy it multiplied,
+// makes the gradient's copy once for dX and dW, and takes ReLU's derivative and the bias's sums in
+// one pass: the same gradients as the CPU's autocast (products of the same bfloat16 operands, float32
+// sums in another order). Differentiating that backward again is one line.
+TEST(Gpu, AutocastLinearTrainsFromItsBFloat16Input) {
+  TG_NEED_GPU();
+  tg::manual_seed(24);
+  for (tg::Activation act : {tg::Activation::kIdentity, tg::Activation::kRelu}) {
+    const Tensor x = tg::randn({64, 48}), w = tg::randn({32, 48}), b = tg::randn({32}), r = tg::randn({64, 32});
+    auto run = [&](Device dev, std::vector<Tensor>* grads) {
+      std::vector<Tensor> in = {x.to(dev), w.to(dev), b.to(dev)};
+      for (Tensor& t : in) t.requires_grad_();
+      Tensor y;
+      {
+        tg::AutocastGuard autocast(tg::kBFloat16);
+        y = tg::linear(in[0], in[1], in[2], act);
+      }
+      tg::sum(tg::mul(y, r.to(dev))).backward();
+      for (const Tensor& t : in) grads->push_back(t.grad().to(tg::kCPU));
+      return y.to(tg::kCPU);
+    };
+    std::vector<Tensor> cpu, gpu;
+    EXPECT_LE(max_rel_error(run(kGpu, &gpu), run(tg::kCPU, &cpu)), 1e-4);
+    for (int i = 0; i < 3; ++i) EXPECT_LE(max_rel_error(gpu[i], cpu[i]), 1e-4) << "gradient " << i;
+  }
+  Tensor x = tg::randn({8, 16}).to(kGpu), w = tg::randn({4, 16}).to(kGpu), b = tg::randn({4}).to(kGpu);
+  x.requires_grad_();
+  Tensor y;
+  {
+    tg::AutocastGuard autocast(tg::kBFloat16);
+    y = tg::linear(x, w, b);
+  }
+  try {
+    (void)tg::grad({tg::sum(y)}, {x}, {}, {.create_graph = true});
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be differentiated again"), std::string::npos) << e.what();
+  }
+}
 
 // Under autocast a GPU weight's bfloat16 copy is made once and kept: a second product launches no
 // conversion for it; the optimizer rewrites the copy in its update pass, so the next product sees
