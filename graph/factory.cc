@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "graph/cuda/runtime.h"
 #include "graph/random.h"
@@ -91,6 +92,13 @@ Tensor from_vector(const std::vector<T>& data, const Shape& shape, DType dtype) 
   TG_CHECK(static_cast<int64_t>(data.size()) == shape.numel(), "from_vector",
            "{} values do not fill shape {} ({} elements)", data.size(), shape, shape.numel());
   Tensor t = Tensor::empty(shape, dtype);
+  if constexpr (std::is_integral_v<T>) {
+    if (dtype == DType::kInt64) {  // exactly, not through a double (ids past 2^53, 64-bit dropout keys)
+      int64_t* p = t.data<int64_t>();
+      for (size_t i = 0; i < data.size(); ++i) p[i] = static_cast<int64_t>(data[i]);
+      return t;
+    }
+  }
   fill_with(t, [&](int64_t i) { return static_cast<double>(data[static_cast<size_t>(i)]); });
   return t;
 }

@@ -23,6 +23,10 @@ TEST(Tensor, Factories) {
   EXPECT_EQ(t.numel(), 6);
   EXPECT_EQ(tg::tensor({{{1, 2}}, {{3, 4}}}).shape(), (Shape{2, 1, 2}));
   EXPECT_EQ(tg::from_vector<int64_t>({1, 2, 3, 4}, {2, 2}).dtype(), tg::kInt64);
+  // int64 values are kept exactly, not through a double: ids past 2^53, 64-bit keys (dropout keyed
+  // by sample uploads its keys so: a rounded key draws another mask on the GPU).
+  const std::vector<int64_t> wide = {0x53cb3b3ca8d0ee6fLL, (int64_t{1} << 53) + 1, -(int64_t{1} << 62) - 3};
+  EXPECT_EQ(tg::from_vector<int64_t>(wide, {3}).to_vector<int64_t>(), wide);
   EXPECT_EQ(tg::scalar(3.0).shape(), Shape{});
   EXPECT_EQ(tg::scalar(3.0).item(), 3.0);
   EXPECT_EQ(tg::zeros({0, 4}).numel(), 0);

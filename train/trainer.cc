@@ -93,8 +93,8 @@ Trainer::Trainer(Module& model, Optimizer& opt, TrainerOptions options)
   TG_CHECK(o.accumulate >= 1, "Trainer", "accumulate must be >= 1, got {}", o.accumulate);
   TG_CHECK(o.clip_grad_norm >= 0 && std::isfinite(o.clip_grad_norm), "Trainer", "clip_grad_norm must be >= 0, got {}",
            o.clip_grad_norm);
-  TG_CHECK(o.eval_every >= 0 && o.checkpoint_every >= 0 && o.log_every >= 1 && o.keep_last >= 1, "Trainer",
-           "eval_every, checkpoint_every must be >= 0 and log_every, keep_last >= 1 (got {}, {}, {}, {})", o.eval_every,
+  TG_CHECK(o.eval_every >= 0 && o.checkpoint_every >= 0 && o.log_every >= 0 && o.keep_last >= 1, "Trainer",
+           "eval_every, checkpoint_every, log_every must be >= 0 and keep_last >= 1 (got {}, {}, {}, {})", o.eval_every,
            o.checkpoint_every, o.log_every, o.keep_last);
   TG_CHECK(o.early_stop.patience >= 1 && o.early_stop.min_delta >= 0, "Trainer",
            "early_stop.patience must be >= 1 and min_delta >= 0 (got {}, {})", o.early_stop.patience, o.early_stop.min_delta);
@@ -604,6 +604,9 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
   // lives on the device; the optimizer skips its updates once it is raised (reset on return).
   const Device device = params.front().device();
   const bool on_gpu = device.is_cuda();
+  // 0: every step on the CPU; on a GPU every 25th, so that the host reads the loss (and waits for
+  // the GPU) once in 25 steps rather than at each.
+  const int64_t log_every = opts_.log_every > 0 ? opts_.log_every : on_gpu ? 25 : 1;
   TG_CHECK(!on_gpu || !distributed(), "Trainer::fit", "data-parallel training ({} processes) runs on the CPU; the model is "
            "on {}", comm_->size(), device);
   std::unique_ptr<NonFiniteFlag> flag;
@@ -779,7 +782,7 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       opt_.zero_grad();
       ++state_.step;
       const bool epoch_end = next >= batches.size();
-      const bool report = state_.step % opts_.log_every == 0 || callbacks.on_step || callbacks.should_stop ||
+      const bool report = state_.step % log_every == 0 || callbacks.on_step || callbacks.should_stop ||
                           (opts_.eval_every > 0 && state_.step % opts_.eval_every == 0) || (epoch_end && opts_.eval_each_epoch) ||
                           (opts_.checkpoint_every > 0 && state_.step % opts_.checkpoint_every == 0) ||
                           interrupt_signal() != 0 || (opts_.max_steps > 0 && state_.step >= opts_.max_steps);
@@ -821,7 +824,7 @@ FitResult Trainer::fit(const Sampler& train, const StepFn& step_fn, const EvalFn
       state_.epoch_samples = 0;
     }
     StepInfo info{state_.step, state_.epoch, loss, norm, opt_.lr(), count, elapsed()};
-    if (state_.step % opts_.log_every == 0) {
+    if (state_.step % log_every == 0) {
       std::vector<std::pair<std::string, double>> values{{"loss", loss}, {"lr", opt_.lr()}, {"grad_norm", norm}, {opts_.unit, count}};
       if (on_gpu) values.emplace_back("gpu_peak_mib", static_cast<double>(cuda::memory_stats(device.index).peak_allocated) / (1 << 20));
       log("train", values);

@@ -75,7 +75,8 @@ struct TrainerOptions {
   bool save_best = false;        // early_stop.metric's best model to run_dir/best.safetensors
   EarlyStopping early_stop{};
   uint64_t seed = 1;             // the data order (a resumed run takes the saved one)
-  int64_t log_every = 1;         // steps between "train" lines in metrics.jsonl
+  int64_t log_every = 0;         // steps between "train" lines in metrics.jsonl; 0: each step on the
+                                 // CPU, every 25th on a GPU (a report reads the loss: the host waits)
   bool show_progress = true;     // a progress bar on stderr
   // Ctrl-C / SIGTERM during fit(): finish the step, save a checkpoint, return kInterrupted (a
   // second signal exits at once); see train/interrupt.h. false: the signals keep their usual effect.

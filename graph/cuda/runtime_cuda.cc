@@ -242,6 +242,9 @@ IndexError* index_error_flag(int device) {
 void copy_to_host(int device, void* dst, const void* src, size_t bytes, const char* op) {
   use_device(device, op);
   if (bytes == 0) return;
+  if (t_forbid_waits)  // before the copy: into pageable memory it already waits for the stream
+    fail(op, "would wait for cuda:{} (copy to the CPU) where host waits are forbidden (tg::cuda::ForbidHostWaits): keep "
+         "the value on the GPU, or read it outside that section", device);
   cudaStream_t s = devices()[device].stream;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), device, op, "copy to the CPU");
   wait_and_check_indices(device, op, "copy to the CPU");

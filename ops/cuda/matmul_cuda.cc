@@ -138,9 +138,18 @@ cublasLtMatrixLayout_t layout(const Lt& l, cudaDataType_t t, int64_t rows, int64
 const Plan& plan_for(const GemmArgs& g, DeviceLt& d, const Lt& l) {
   static std::mutex mu;
   static auto* plans = new std::map<Key, std::unique_ptr<Plan>>();  // never destroyed (device handles outlive it)
-  // Alignment changes which algorithms apply: the key holds the pointers' 16-byte remainders.
-  const uintptr_t align = (reinterpret_cast<uintptr_t>(g.A) % 16) | (reinterpret_cast<uintptr_t>(g.B) % 16) << 4 |
-                          (reinterpret_cast<uintptr_t>(g.C) % 16) << 8;
+  // Alignment changes which algorithms apply: cuBLASLt assumes 256-byte operands unless told (as
+  // PyTorch tells it), so each operand's alignment — its pointer's, and its batch stride's — up to
+  // 256 bytes is given to the search and kept in the key.
+  auto alignment = [&g](const void* ptr, int64_t stride, Scalar t) {
+    const size_t elem = t == Scalar::kF64 ? 8 : t == Scalar::kBF16 ? 2 : 4;
+    uintptr_t v = reinterpret_cast<uintptr_t>(ptr) | 256;
+    if (g.batch > 1) v |= static_cast<uintptr_t>(stride) * elem;
+    return static_cast<uint32_t>(v & (~v + 1));  // the lowest set bit
+  };
+  const uint32_t align_a = alignment(g.A, g.stride_a, g.in_type), align_b = alignment(g.B, g.stride_b, g.in_type),
+                 align_c = alignment(g.C, g.stride_c, g.out_type);
+  const uintptr_t align = align_a | static_cast<uintptr_t>(align_b) << 12 | static_cast<uintptr_t>(align_c) << 24;
   const int epilogue = g.bias == nullptr ? 0 : g.relu ? 2 : 1;
   const Key key{g.device, static_cast<int>(g.in_type), static_cast<int>(g.out_type), g.tf32, g.M, g.N, g.K, g.batch,
                 g.stride_a, g.stride_b, g.stride_c, g.trans_a, g.trans_b, align, epilogue};
@@ -175,6 +184,11 @@ const Plan& plan_for(const GemmArgs& g, DeviceLt& d, const Lt& l) {
                            CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;  // not in place: a fixed order of sums
   check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), g.op, "workspace");
   check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes), g.op, "schemes");
+  // (cuBLAS's A is our B, its B our A; C and D are our output)
+  check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b), g.op, "alignment");
+  check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a), g.op, "alignment");
+  check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c), g.op, "alignment");
+  check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c), g.op, "alignment");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t s = l.heuristic(d.handle, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);

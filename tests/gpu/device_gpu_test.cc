@@ -346,13 +346,14 @@ TEST(Gpu, BFloat16AttentionRunsOnTensorCores) {
         const Tensor w = tg::randn(want.shape()).to(tg::kBFloat16);
         std::vector<Tensor> cpu = {q.clone().requires_grad_(), k.clone().requires_grad_(), v.clone().requires_grad_()};
         std::vector<Tensor> gpu = {qg.clone().requires_grad_(), kg.clone().requires_grad_(), vg.clone().requires_grad_()};
-        tg::sum(tg::mul(tg::flash_attention(cpu[0], cpu[1], cpu[2], o), w)).backward();
-        const Tensor loss = tg::sum(tg::mul(tg::flash_attention(gpu[0], gpu[1], gpu[2], og), w.to(kGpu)));
+        // (sums in float32: sum takes float32 and float64)
+        tg::sum(tg::mul(tg::flash_attention(cpu[0], cpu[1], cpu[2], o), w).to(tg::kFloat32)).backward();
+        const Tensor loss = tg::sum(tg::mul(tg::flash_attention(gpu[0], gpu[1], gpu[2], og), w.to(kGpu)).to(tg::kFloat32));
         loss.backward();
         std::vector<std::vector<float>> first;
         for (const Tensor& t : gpu) first.push_back(t.grad().to_vector<float>());
         for (Tensor& t : gpu) t.zero_grad();
-        tg::sum(tg::mul(tg::flash_attention(gpu[0], gpu[1], gpu[2], og), w.to(kGpu))).backward();
+        tg::sum(tg::mul(tg::flash_attention(gpu[0], gpu[1], gpu[2], og), w.to(kGpu)).to(tg::kFloat32)).backward();
         for (int i = 0; i < 3; ++i) EXPECT_EQ(gpu[i].grad().to_vector<float>(), first[i]) << what << ": gradient " << i << " run to run";
         for (int i = 0; i < 3; ++i) {
           EXPECT_LE(max_rel_error(gpu[i].grad().to(tg::kCPU), cpu[i].grad()), 5e-2) << what << " gradient " << i;
@@ -391,7 +392,7 @@ TEST(Gpu, TokensFirstAttentionIsReadInPlaceOnTensorCores) {
       Tensor out = tg::flash_attention(ins[0], ins[1], ins[2], oo);
       EXPECT_EQ(tg::cuda::kernel_launches() - before, 1u) << "d " << d << (tokens_first ? " tokens first" : "");
       if (tokens_first) out = tg::permute(out, swap);
-      tg::sum(tg::mul(out, w)).backward();
+      tg::sum(tg::mul(out, w).to(tg::kFloat32)).backward();
       for (const Tensor& t : ins) grads->push_back((tokens_first ? tg::permute(t.grad(), swap) : t.grad()).to_vector<float>());
       return out.to_vector<float>();
     };
@@ -472,7 +473,7 @@ TEST(Gpu, DropoutMasksAreTheCpusBitForBit) {
     Tensor w = tg::randn({6, 7, 300}, dtype);
     for (bool by_sample : {false, true}) {
       auto run = [&](const Device& dev) {
-        Tensor xd = x.to(dev).requires_grad_(), wd = w.to(dev);
+        Tensor xd = x.to(dev).detach().requires_grad_(), wd = w.to(dev);  // (on the CPU to() is x itself)
         tg::manual_seed(77);
         std::unique_ptr<tg::SampleKeyScope> scope;
         if (by_sample) scope = std::make_unique<tg::SampleKeyScope>(99, std::vector<int64_t>{3, 1, 4, 1, 5, 9});
@@ -496,7 +497,7 @@ TEST(Gpu, ClassificationLossesMatchTheCpu) {
   tg::manual_seed(8);
   const Tensor logits = tg::randn({3, 5, 11}, tg::kFloat64);
   Tensor target = tg::randint(0, 11, {3, 5});
-  target = tg::where(tg::lt(tg::rand({3, 5}), 0.2), tg::full({3, 5}, -100.0, tg::kInt64), target);
+  target = tg::masked_fill(target.to(tg::kFloat64), tg::lt(tg::rand({3, 5}), 0.2), -100.0).to(tg::kInt64);  // ignored
   const Tensor weight = tg::rand({11}, tg::kFloat64);
   for (tg::Reduction r : {tg::Reduction::kMean, tg::Reduction::kSum, tg::Reduction::kNone})
     for (double eps : {0.0, 0.1})
@@ -505,7 +506,7 @@ TEST(Gpu, ClassificationLossesMatchTheCpu) {
         o.reduction = r;
         o.label_smoothing = eps;
         auto run = [&](const Device& dev) {
-          Tensor x = logits.to(dev).requires_grad_();
+          Tensor x = logits.to(dev).detach().requires_grad_();
           tg::CrossEntropyOptions od = o;
           if (weighted) od.weight = weight.to(dev);
           Tensor loss = tg::cross_entropy(x, target.to(dev), od);
@@ -721,7 +722,7 @@ TEST(Gpu, AutocastLinearTrainsFromItsBFloat16Input) {
   for (tg::Activation act : {tg::Activation::kIdentity, tg::Activation::kRelu}) {
     const Tensor x = tg::randn({64, 48}), w = tg::randn({32, 48}), b = tg::randn({32}), r = tg::randn({64, 32});
     auto run = [&](Device dev, std::vector<Tensor>* grads) {
-      std::vector<Tensor> in = {x.to(dev), w.to(dev), b.to(dev)};
+      std::vector<Tensor> in = {x.to(dev).detach(), w.to(dev).detach(), b.to(dev).detach()};  // (to(cpu) is x itself)
       for (Tensor& t : in) t.requires_grad_();
       Tensor y;
       {
@@ -767,11 +768,11 @@ TEST(Gpu, AutocastKeepsEachWeightsBFloat16CopyAndTheOptimizerRefreshesIt) {
     const uint64_t k1 = tg::cuda::kernel_launches();
     Tensor y2 = tg::matmul(x, w, false, true);
     const uint64_t k2 = tg::cuda::kernel_launches();
-    // Step 0: the first product makes the copy (one conversion more); later steps find the copy the
-    // optimizer refreshed: neither product converts the weight.
-    if (step == 0) EXPECT_EQ(k1 - k0, k2 - k1 + 1) << "step 0: the second product reuses the weight's copy";
+    // Step 0: the first product makes the weight's copy and x's (two conversions more); later steps
+    // find the weight's copy the optimizer refreshed and x's kept one: neither product converts.
+    if (step == 0) EXPECT_EQ(k1 - k0, k2 - k1 + 2) << "step 0: the second product reuses the weight's and x's copies";
     else EXPECT_EQ(k1 - k0, k2 - k1) << "step " << step << ": the optimizer refreshed the copy, no conversion";
-    const Tensor fresh = tg::matmul(x, w.detach(), false, true);  // not a weight: converted afresh
+    const Tensor fresh = tg::matmul(x, w.detach().clone(), false, true);  // a new storage: converted afresh
     EXPECT_EQ(bytes_of(y2.to(tg::kCPU)), bytes_of(fresh.to(tg::kCPU))) << "step " << step;
     opt.zero_grad();
     tg::sum(y1).backward();
@@ -825,12 +826,13 @@ TEST(Gpu, AttentionDropoutDrawsTheCpusMask) {
                    w = tg::randn({2, 4, 70, d}).to(dt);
       const tg::AttentionOptions o{.causal = true, .causal_offset = 20, .dropout = 0.25};
       auto run = [&](const tg::Device& dev) {
-        std::vector<Tensor> in = {q.to(dev).requires_grad_(), k.to(dev).requires_grad_(), v.to(dev).requires_grad_()};
+        std::vector<Tensor> in = {q.to(dev).detach().requires_grad_(), k.to(dev).detach().requires_grad_(),
+                                  v.to(dev).detach().requires_grad_()};
         tg::manual_seed(31);
         std::unique_ptr<tg::SampleKeyScope> scope;
         if (by_sample) scope = std::make_unique<tg::SampleKeyScope>(5, std::vector<int64_t>{3, 8});
         const Tensor out = tg::flash_attention(in[0], in[1], in[2], o);
-        tg::sum(tg::mul(out, w.to(dev))).backward();
+        tg::sum(tg::mul(out, w.to(dev)).to(tg::kFloat32)).backward();
         return std::vector<Tensor>{out.detach().to(tg::kCPU), in[0].grad().to(tg::kCPU), in[1].grad().to(tg::kCPU),
                                    in[2].grad().to(tg::kCPU)};
       };
