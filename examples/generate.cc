@@ -104,6 +104,10 @@ int run(int argc, char** argv) {
   if (prompt.empty()) tg::cli::fail("the prompt gives no tokens (and the tokenizer adds no beginning-of-text token)");
   if (static_cast<int64_t>(prompt.size()) > lm->max_positions())
     tg::cli::fail(fmt::format("the prompt is {} tokens; the model takes at most {}", prompt.size(), lm->max_positions()));
+  // A weight finite in float32 but not in bfloat16 is refused by name, before any token (checked on
+  // the CPU, before the model moves: on a GPU it would read each weight back).
+  if (o.precision == "bf16")
+    if (tg::Status s = tg::check_representable(lm->module(), tg::kBFloat16, o.model); !s.ok()) tg::cli::fail(s.message());
   lm->module().to(device);
   std::fprintf(stderr, "generate: %s, %lld parameters, vocabulary %lld, %zu prompt tokens, on %s, %d threads, %s\n",
                o.model.c_str(), static_cast<long long>(lm->module().num_parameters()),
@@ -112,13 +116,12 @@ int run(int argc, char** argv) {
 
   tg::AutocastGuard autocast(tg::cli::precision(o.precision));
   if (o.precision == "bf16") {
-    // A weight finite in float32 but not in bfloat16 is refused by name, before any token.
-    if (tg::Status s = tg::check_representable(lm->module(), tg::kBFloat16, o.model); !s.ok()) tg::cli::fail(s.message());
     // Round and pack every weight matrix to bfloat16 now (autocast keeps them), as a bfloat16
     // model is converted when it loads: one token through the model, its result dropped.
     const auto t0 = std::chrono::steady_clock::now();
     tg::NoGradGuard ng;
     (void)lm->forward(tg::from_vector(std::vector<int64_t>{prompt[0]}, {1, 1}).to(device), nullptr, true);
+    if (device.is_cuda()) tg::cuda::synchronize(device.index);  // (the GPU's work, not just its queueing)
     std::fprintf(stderr, "generate: weights packed as bfloat16 in %.2f s\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

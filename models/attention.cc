@@ -302,7 +302,7 @@ void fix_attention_projections(Module& m, Projections how) {
       TG_CHECK(!weight || (p.dim() == 2 && p.size(0) == p.size(1)), "fix_attention_projections",
                "identity projections need square weights, but {} has shape {} (grouped-query attention?)", name, p.shape());
       NoGradGuard ng;
-      p.detach().copy_(weight ? eye(p.size(0), p.dtype()) : zeros(p.shape(), p.dtype()));
+      p.detach().copy_(weight ? eye(p.size(0), p.dtype()).to(p.device()) : zeros(p.shape(), p.dtype(), p.device()));
     }
     m.freeze_parameter(name);
   }

@@ -199,7 +199,8 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
       for (int64_t k = start; k < end; ++k) part.push_back(encodings[static_cast<size_t>(order[static_cast<size_t>(k)])]);
       const EncodedBatch padded = stack_encodings(part, tokenizer_->pad_id());
       const Tensor out = pooled({padded.ids.to(device), padded.attention_mask.to(device),
-                                 padded.type_ids.defined() ? padded.type_ids.to(device) : padded.type_ids});
+                                 padded.type_ids.defined() ? padded.type_ids.to(device) : padded.type_ids})
+                             .to(kCPU);  // (from a GPU: one copy, one wait, for the check and the rows)
       if (const int64_t bad = first_non_finite(out); bad >= 0)  // never write garbage vectors
         detail::fail("SentenceEncoder::encode", "sentence {}: the embedding is not finite (at dimension {}): a weight or an "
                      "activation overflowed{}", order[static_cast<size_t>(start + bad / hidden)], bad % hidden,

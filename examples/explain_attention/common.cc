@@ -173,7 +173,7 @@ Run train(Context& ctx, tg::Transformer& m, const Data& d, const std::string& na
   const Options& o = ctx.opt;
   tg::AdamW opt(m.named_parameters(), {.lr = 1e-3, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   // run_dir "": the small trainings write nothing; the program logs their curves itself below.
-  tg::train::Trainer trainer(m, opt, {.max_steps = o.steps, .seed = seed});
+  tg::train::Trainer trainer(m, opt, {.max_steps = o.steps, .seed = seed, .log_every = 1});  // (every step: the report's curves)
   trainer.set_schedule([](int64_t step) { return 1e-3 * std::min(1.0, static_cast<double>(step) / 50.0); });
   const auto valid_batches = tg::train::sequential_batches(static_cast<int64_t>(d.valid.size()), 64);
   const tg::train::StepFn valid_step = seq2seq_step(m, d.valid);
