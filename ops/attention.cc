@@ -31,8 +31,13 @@ struct Dims {
   int64_t q_heads = 1, kv_heads = 1;
 };
 
-// The [B, H, T, d] view of a kTokensFirst tensor's shape [B, T, H, d].
+// kTokensFirst [B, T, H, d] <-> kHeadsFirst [B, H, T, d]: one permutation, its own inverse.
+const Shape kSwapTokensHeads{0, 2, 1, 3};
 Shape heads_first_shape(const Shape& s) { return Shape{s[0], s[2], s[1], s[3]}; }
+AttentionOptions as_heads_first(AttentionOptions o) {
+  o.layout = AttentionLayout::kHeadsFirst;
+  return o;
+}
 
 Dims check_attention(const char* op, const Tensor& q_, const Tensor& kk_, const Tensor& v_, const AttentionOptions& o) {
   detail::check_float(q_, op);
@@ -312,9 +317,8 @@ Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v,
     }
     // (kTokensFirst: computed on the [B, H, T, d] views, the gradients permuted back)
     const bool tokens_first = opts.layout == AttentionLayout::kTokensFirst;
-    const Shape swap{0, 2, 1, 3};
-    auto f32 = [&](const Tensor& t) { return tokens_first ? permute(to(t, kFloat32), swap) : to(t, kFloat32); };
-    auto back = [&](const Tensor& t) { return tokens_first ? permute(to(t, kBFloat16), swap) : to(t, kBFloat16); };
+    auto f32 = [&](const Tensor& t) { return tokens_first ? permute(to(t, kFloat32), kSwapTokensHeads) : to(t, kFloat32); };
+    auto back = [&](const Tensor& t) { return tokens_first ? permute(to(t, kBFloat16), kSwapTokensHeads) : to(t, kBFloat16); };
     Dims heads_first = dm;
     heads_first.q_heads = heads_first.kv_heads = 1;
     const Grads gr = attention_backward_from_ops(f32(q), f32(kk), f32(v), f32(o), lse, f32(g), opts, heads_first, scale, drop);
@@ -343,10 +347,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
     if (q.dtype() == kBFloat16 && q.is_cuda() &&
         cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {detail::gpu_ptr(q), detail::gpu_ptr(kk), detail::gpu_ptr(v)}))
       return tensor_core_attention(q, kk, v, opts, dm, scale, attention_dropout(opts, dm, q.device()));
-    AttentionOptions heads_first = opts;
-    heads_first.layout = AttentionLayout::kHeadsFirst;
-    const Shape swap{0, 2, 1, 3};
-    return permute(flash_attention(permute(q, swap), permute(kk, swap), permute(v, swap), heads_first), swap);
+    const Shape& swap = kSwapTokensHeads;
+    return permute(flash_attention(permute(q, swap), permute(kk, swap), permute(v, swap), as_heads_first(opts)), swap);
   }
   // bfloat16 q, k, v: on a GPU with head size 32, 64 or 128, the tensor-core kernel (products in
   // bfloat16 with float32 sums, the weights rounded to bfloat16 before they meet v, as
@@ -441,10 +443,8 @@ std::vector<Tensor> flash_attention_backward_from_ops(const Tensor& q, const Ten
 AttentionResult attention_unfused(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("attention_unfused", q, kk, v, opts);
   if (opts.layout == AttentionLayout::kTokensFirst) {  // on [B, H, T, d] copies; the weights stay [B, H, T, S]
-    AttentionOptions heads_first = opts;
-    heads_first.layout = AttentionLayout::kHeadsFirst;
-    const Shape swap{0, 2, 1, 3};
-    AttentionResult r = attention_unfused(permute(q, swap), permute(kk, swap), permute(v, swap), heads_first);
+    const Shape& swap = kSwapTokensHeads;
+    AttentionResult r = attention_unfused(permute(q, swap), permute(kk, swap), permute(v, swap), as_heads_first(opts));
     r.output = permute(r.output, swap);
     return r;
   }
