@@ -94,7 +94,8 @@ class Engine {
         if (r.defined()) g = r;
       }
       if (auto it = node_targets_.find(n); it != node_targets_.end()) captured_[it->second] = g;
-      Grads grads = n->apply(g);
+      const bool offered = offer_sinks(*n);
+      Grads grads = n->apply(g, offered ? sinks_.data() : nullptr);
       g = Tensor();
       TG_CHECK(grads.size() == n->num_inputs(), n->name(), "backward returned {} gradients for {} inputs",
                grads.size(), n->num_inputs());
@@ -112,12 +113,18 @@ class Engine {
         TG_CHECK(grads[i].device() == there, n->name(), "backward produced a gradient on {} for input {}, which is on {}",
                  grads[i].device(), i, there);
         if (anomaly_enabled()) check_finite(grads[i], n->name(), "backward");
+        if (offered && grads[i].same(sinks_[i])) {  // the op added it into the gathered sum itself
+          grads[i] = Tensor();
+          if (e.leaf) leaf_done(e.leaf);
+          continue;
+        }
         if (e.node) accumulate(e.node.get(), std::move(grads[i]));
         else {
           deliver_to_leaf(e.leaf, std::move(grads[i]));
           leaf_done(e.leaf);
         }
       }
+      if (offered) sinks_.clear();
       // Make the consumers of this node's inputs ready; then free what the node saved.
       for (size_t i = 0; i < n->num_inputs(); ++i) {
         const Edge& e = n->edge(i);
@@ -128,6 +135,38 @@ class Engine {
   }
 
  private:
+  // A gathered gradient the op may add its own into (Node::grad_sink): one nothing else holds, in
+  // float32 or float64 (bfloat16 sums stay out of place, as in accumulate()). Not with create_graph
+  // (the sum must stay differentiable), not for a leaf with hooks or one tg::grad captures (they see
+  // each part), and each sum offered to one input only.
+  static bool exclusive(const std::shared_ptr<TensorImpl>& t) {
+    return t.use_count() == 1 && t->storage && t->storage.use_count() == 1 && !t->requires_grad &&
+           (t->dtype == kFloat32 || t->dtype == kFloat64);
+  }
+  bool offer_sinks(const Node& n) {
+    if (create_) return false;
+    bool any = false;
+    sinks_.assign(n.num_inputs(), Tensor());
+    for (size_t i = 0; i < n.num_inputs(); ++i) {
+      const Edge& e = n.edge(i);
+      Tensor s;
+      if (e.node) {
+        auto it = buffer_.find(e.node.get());
+        if (it != buffer_.end() && it->second.defined() && exclusive(it->second.impl_ptr())) s = it->second;
+      } else if (e.leaf && accumulate_ && e.leaf->grad && e.leaf->hooks.empty() && !leaf_targets_.contains(e.leaf.get()) &&
+                 exclusive(e.leaf->grad)) {
+        s = Tensor(e.leaf->grad);
+      }
+      if (!s.defined()) continue;
+      for (size_t j = 0; j < i && s.defined(); ++j)
+        if (sinks_[j].same(s)) s = Tensor();
+      if (s.defined()) any = true;
+      sinks_[i] = std::move(s);
+    }
+    if (!any) sinks_.clear();
+    return any;
+  }
+
   // One more edge into this leaf has been served; after the last one its post-accumulate hooks run.
   void leaf_done(const std::shared_ptr<TensorImpl>& leaf) {
     if (!accumulate_) return;
@@ -184,6 +223,7 @@ class Engine {
   absl::flat_hash_map<Node*, size_t> node_targets_;
   absl::flat_hash_map<const TensorImpl*, size_t> leaf_targets_;
   std::vector<Tensor> captured_;
+  std::vector<Tensor> sinks_;  // offered to the node running now
 };
 
 std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,

@@ -64,14 +64,21 @@ Tensor Node::output() const {
   return Tensor(std::move(impl));
 }
 
-Grads Node::apply(const Tensor& grad) {
+Grads Node::apply(const Tensor& grad, const Tensor* sinks) {
   TG_CHECK(!released_, name_, "trying to backward through the graph a second time: its saved tensors "
            "were freed by the first backward (pass retain_graph=true to the first one)");
   struct Scope {
+    Node& n;
     const char* prev;
-    explicit Scope(const char* op) : prev(current_backward_op()) { set_current_backward_op(op); }
-    ~Scope() { set_current_backward_op(prev); }
-  } scope(name_);
+    Scope(Node& node, const Tensor* sinks) : n(node), prev(current_backward_op()) {
+      set_current_backward_op(n.name_);
+      n.sinks_ = sinks;
+    }
+    ~Scope() {
+      set_current_backward_op(prev);
+      n.sinks_ = nullptr;
+    }
+  } scope(*this, sinks);
   return fn_(grad, *this);
 }
 

@@ -142,9 +142,15 @@ class Node : public std::enable_shared_from_this<Node> {
   // The op's output, with this node as its grad_fn (so a create_graph backward differentiates it).
   Tensor output() const;
   bool released() const { return released_; }
+  // During this node's backward: the gradient already gathered for input i (another consumer's,
+  // or the leaf's .grad()) when the engine lets the op add its own into it in place — nothing else
+  // holds it, no hook or tg::grad must see the parts, no create_graph. Undefined otherwise. A
+  // backward that adds into it (a product with beta = 1, say) bumps its version and returns that
+  // same tensor as input i's gradient; any other gradient is summed as usual.
+  Tensor grad_sink(size_t i) const { return sinks_ != nullptr && i < edges_.size() ? sinks_[i] : Tensor(); }
 
-  // Engine interface (autodiff/engine.cc).
-  Grads apply(const Tensor& grad);
+  // Engine interface (autodiff/engine.cc); sinks: num_inputs() tensors (see grad_sink) or null.
+  Grads apply(const Tensor& grad, const Tensor* sinks = nullptr);
   void release();  // frees the closure, saved tensors and edges after a non-retaining backward
   std::vector<GradHook>& pre_hooks() { return pre_hooks_; }
 
@@ -162,6 +168,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::shared_ptr<Storage> saved_out_;
   int64_t saved_out_offset_ = 0;
   std::vector<GradHook> pre_hooks_;
+  const Tensor* sinks_ = nullptr;  // set only while apply() runs
   bool released_ = false;
 };
 

@@ -124,7 +124,7 @@ Tensor autocast_operand(const Tensor& x) {
 
 void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                 const std::vector<int64_t>& aoff, const std::vector<int64_t>& boff, bool autocast,
-                const Tensor& bias = Tensor(), bool relu = false) {
+                const Tensor& bias = Tensor(), bool relu = false, bool accumulate = false) {
   if (aoff.empty() || M == 0 || N == 0) return;  // an empty batch or output: nothing to write
   Tensor a = a0, b = b0;
   if (autocast) {  // weights from their kept bfloat16 copies
@@ -142,6 +142,7 @@ void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, 
   g.K = K;
   g.trans_a = ta;
   g.trans_b = tb;
+  g.accumulate = accumulate;
   if (bias.defined()) {  // a linear layer's bias (and ReLU) in cuBLASLt's epilogue: one product
     g.bias = detail::gpu_ptr(bias);
     g.relu = relu;
@@ -174,35 +175,56 @@ void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, 
   }
 }
 
-// Both operands of rank >= 2 and the same float dtype. With ta, a holds [..., K, M]; with tb,
-// b holds [..., N, K]. autocast: float32 operands multiplied as bfloat16 (float32 sums and output).
-Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast) {
+// op(a) op(b) for operands of rank >= 2 and the same float dtype (with ta, a holds [..., K, M];
+// with tb, b holds [..., N, K]): the output's shape and, for every output batch index, the batch
+// offsets of a and b (stride 0 where broadcast).
+struct ProductPlan {
+  Shape out_shape;
+  int64_t M = 0, N = 0, K = 0;
+  std::vector<int64_t> aoff, boff;
+};
+ProductPlan plan_product(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const Shape& as = a.shape();
   const Shape& bs = b.shape();
   const int64_t ar = as[as.rank() - 2], ac = as[as.rank() - 1];
   const int64_t br = bs[bs.rank() - 2], bc = bs[bs.rank() - 1];
-  const int64_t M = ta ? ac : ar, K = ta ? ar : ac;
-  const int64_t K2 = tb ? bc : br, N = tb ? br : bc;
-  TG_CHECK(K == K2, "matmul", "shapes {}{} and {}{} cannot be multiplied (inner dimensions {} and {} differ)", as,
-           ta ? " (transposed)" : "", bs, tb ? " (transposed)" : "", K, K2);
+  ProductPlan p;
+  p.M = ta ? ac : ar;
+  p.K = ta ? ar : ac;
+  const int64_t K2 = tb ? bc : br;
+  p.N = tb ? br : bc;
+  TG_CHECK(p.K == K2, "matmul", "shapes {}{} and {}{} cannot be multiplied (inner dimensions {} and {} differ)", as,
+           ta ? " (transposed)" : "", bs, tb ? " (transposed)" : "", p.K, K2);
   Shape abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
-  Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
-  Shape out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
-  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
-  // Batch offsets of a and b for every output batch index (stride 0 where broadcast).
+  const Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
+  p.out_shape = batch;
+  p.out_shape.push_back(p.M);
+  p.out_shape.push_back(p.N);
   const int64_t nb = batch.numel();
   BroadcastPlan plan = make_broadcast_plan(batch, {abatch, bbatch});
-  std::vector<int64_t> aoff(static_cast<size_t>(nb)), boff(static_cast<size_t>(nb));
+  p.aoff.resize(static_cast<size_t>(nb));
+  p.boff.resize(static_cast<size_t>(nb));
   for_each_run(plan, [&](int64_t o, const int64_t* in, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
-      aoff[o + i] = in[0] + i * plan.inner_stride[0];
-      boff[o + i] = in[1] + i * plan.inner_stride[1];
+      p.aoff[o + i] = in[0] + i * plan.inner_stride[0];
+      p.boff[o + i] = in[1] + i * plan.inner_stride[1];
     }
   });
+  return p;
+}
+
+// out (contiguous, p.out_shape) = op(a) op(b), or += when accumulate (not for bfloat16 operands
+// without autocast). autocast: float32 operands multiplied as bfloat16 (float32 sums and output).
+void run_product(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast, const ProductPlan& p, const Tensor& out,
+                 bool accumulate) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const int64_t ac = a.size(-1), bc = b.size(-1);
+  const std::vector<int64_t>& aoff = p.aoff;
+  const std::vector<int64_t>& boff = p.boff;
+  const int64_t nb = static_cast<int64_t>(aoff.size());
+  TG_CHECK(!accumulate || a.dtype() != kBFloat16, "matmul", "a bfloat16 product is not added into an existing sum");
   if (a.is_cuda()) {
-    gpu_matmul(a, b, out, ta, tb, M, N, K, aoff, boff, autocast);
+    gpu_matmul(a, b, out, ta, tb, M, N, K, aoff, boff, autocast, Tensor(), false, accumulate);
   } else if (autocast) {
     // Autocast: float32 operands rounded to bfloat16 while packed, float32 sums and output.
     const auto path = cpu_capability();
@@ -213,7 +235,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
     if (nb == 1 && b.is_leaf() && b.requires_grad()) packed = packed_weight(b, {pb, false, bc, tb}, N, K, path);
     auto one = [&](int64_t i) {
       kernels::gemm_bf16(M, N, K, {pa + aoff[i] * M * K, false, ac, ta}, {pb + boff[i] * K * N, false, bc, tb}, pc + i * M * N, N,
-                         false, path, packed.get());
+                         accumulate, path, packed.get());
     };
     for_each_product(nb, M * N * K, one);
   } else if (a.dtype() == kBFloat16) {
@@ -233,16 +255,47 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
     const T* pb = b.data<T>();
     T* po = out.data<T>();
     auto one = [&](int64_t i) {
-      kernels::gemm<T>(ta, tb, M, N, K, pa + aoff[i] * M * K, ac, pb + boff[i] * K * N, bc, po + i * M * N, N);
+      kernels::gemm<T>(ta, tb, M, N, K, pa + aoff[i] * M * K, ac, pb + boff[i] * K * N, bc, po + i * M * N, N, accumulate);
     };
     for_each_product(nb, M * N * K, one);
   });
+}
+
+// The gradient op(x) op(y) of a product's input, of shape `want`: added straight into `sink`, the
+// sum the engine has gathered for that input (Node::grad_sink: a product with beta = 1, no separate
+// sum pass) when it is offered and has the product's own shape and dtype — then `sink` itself is
+// returned — else made and summed over broadcast batch dimensions.
+Tensor product_grad(const Tensor& sink, const Tensor& x, const Tensor& y, bool tx, bool ty, bool autocast, const Shape& want) {
+  if (sink.defined() && !grad_enabled() && x.dim() >= 2 && y.dim() >= 2 && sink.dtype() == x.dtype() &&
+      x.dtype() != kBFloat16 && sink.device() == x.device() && sink.shape() == want) {
+    const ProductPlan p = plan_product(x, y, tx, ty);
+    if (p.out_shape == want) {
+      run_product(x, y, tx, ty, autocast && x.dtype() == kFloat32, p, sink, /*accumulate=*/true);
+      sink.impl().storage->bump_version();
+      return sink;
+    }
+  }
+  return sum_to(matmul_as(x, y, tx, ty, autocast), want);
+}
+
+// Both operands of rank >= 2 and the same float dtype. With ta, a holds [..., K, M]; with tb,
+// b holds [..., N, K]. autocast: float32 operands multiplied as bfloat16 (float32 sums and output).
+Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autocast) {
+  const ProductPlan p = plan_product(a, b, ta, tb);
+  Tensor out = Tensor::empty(p.out_shape, a.dtype(), a.device());
+  run_product(a, b, ta, tb, autocast, p, out, /*accumulate=*/false);
   // The backward products run in the forward's precision, whatever the autocast state then.
   return record(autocast ? "matmul (bf16 autocast)" : "matmul", out, {a, b}, [a, b, ta, tb, autocast](const Tensor& g, const Node& n) {
     // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g, then undo the op.
     Tensor ga, gb;
-    if (n.needs(0)) ga = sum_to(ta ? matmul_as(b, g, tb, true, autocast) : matmul_as(g, b, false, !tb, autocast), a.shape());
-    if (n.needs(1)) gb = sum_to(tb ? matmul_as(g, a, true, ta, autocast) : matmul_as(a, g, !ta, false, autocast), b.shape());
+    if (n.needs(0)) {
+      const Tensor sink = n.grad_sink(0);
+      ga = ta ? product_grad(sink, b, g, tb, true, autocast, a.shape()) : product_grad(sink, g, b, false, !tb, autocast, a.shape());
+    }
+    if (n.needs(1)) {
+      const Tensor sink = n.grad_sink(1);
+      gb = tb ? product_grad(sink, g, a, true, ta, autocast, b.shape()) : product_grad(sink, a, g, !ta, false, autocast, b.shape());
+    }
     return Grads{ga, gb};
   });
 }
@@ -288,45 +341,58 @@ void refresh_autocast_packs(const Tensor& w) {
 }
 
 namespace {
-// act(x2 wᵀ + bias) for a float32 or float64 x2 [rows, in], act Identity or ReLU, as one node: the
+// act(x wᵀ + bias) for a float32 or float64 x [..., in] (its leading dims the product's rows), act
+// Identity or ReLU, bias optional, as one node whose gradient for x has x's shape (so it can be
+// added straight into the sum gathered for x: the Q, K and V projections of one input): the
 // product's output gets the bias and activation block by block (under autocast in the bfloat16
-// kernel's epilogue, else one pass after the float GEMM), and the backward needs only the output
-// (ReLU's derivative is y > 0, as x + bias > 0).
-Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool relu) {
-  const int64_t rows = x2.size(0), in = x2.size(1), out = w.size(0);
-  const bool autocast = autocast_enabled() && x2.dtype() == kFloat32;
-  Tensor y = Tensor::empty({rows, out}, x2.dtype(), x2.device());
+// kernel's epilogue, else one pass after the float GEMM; on a GPU in cuBLASLt's epilogue), and the
+// backward needs only the output (ReLU's derivative is y > 0, as x wᵀ + b > 0).
+Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Shape& out_shape) {
+  const int64_t in = w.size(1), out = w.size(0), rows = x.numel() / in;
+  const bool autocast = autocast_enabled() && x.dtype() == kFloat32;
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor x2;
+  {
+    NoGradGuard ng;  // a view of x's data, not recorded (the node's input is x)
+    x2 = x.dim() == 2 ? x.detach() : reshape(x.detach(), {rows, in});
+  }
   // On a GPU under autocast the backward needs x only as the bfloat16 copy the forward multiplied:
   // the node keeps that copy, not x (as PyTorch's autocast keeps its cast input), so x may go.
-  const bool keep_bf16 = x2.is_cuda() && autocast;
-  const Tensor xs = keep_bf16 ? autocast_operand(x2) : x2;
-  if (x2.is_cuda()) {  // cuBLASLt's epilogue adds the bias (and takes the ReLU) in the product's call
-    gpu_matmul(xs, w, y, false, true, rows, out, in, {0}, {0}, autocast, bias, relu);
+  const bool keep_bf16 = x.is_cuda() && autocast;
+  const Tensor xs = keep_bf16 ? autocast_operand(x.detach()) : x;  // (x's shape either way)
+  if (x.is_cuda()) {  // cuBLASLt's epilogue adds the bias (and takes the ReLU) in the product's call
+    gpu_matmul(keep_bf16 ? xs : x2, w, y, false, true, rows, out, in, {0}, {0}, autocast, bias, relu);
   } else if (autocast) {
     const auto path = cpu_capability();
     const float* pw = w.data<float>();
     std::shared_ptr<const kernels::PackedB> packed;
     if (w.is_leaf() && w.requires_grad()) packed = packed_weight(w, {pw, false, in, true}, out, in, path);
-    const kernels::Bf16Epilogue ep{bias.data<float>(), relu};
+    const kernels::Bf16Epilogue ep{bias.defined() ? bias.data<float>() : nullptr, relu};
     kernels::gemm_bf16(rows, out, in, {x2.data<float>(), false, in, false}, {pw, false, in, true}, y.data<float>(), out, false,
-                       path, packed.get(), &ep);
+                       path, packed.get(), bias.defined() || relu ? &ep : nullptr);
   } else {
-    dispatch_float(x2.dtype(), "linear", [&](auto tag) {
+    dispatch_float(x.dtype(), "linear", [&](auto tag) {
       using T = decltype(tag);
       T* py = y.data<T>();
       kernels::gemm<T>(false, true, rows, out, in, x2.data<T>(), in, w.data<T>(), in, py, out);
-      if (relu) kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Relu{});
-      else kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Identity{});
+      if (bias.defined()) {
+        if (relu) kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Relu{});
+        else kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Identity{});
+      }
     });
   }
   const char* name = autocast ? "linear (bf16 autocast)" : "linear";
-  return record(name, y, {x2, w, bias}, [xs, w, bias, relu, autocast, keep_bf16](const Tensor& g, const Node& n) {
-    // d = g act'(x wᵀ + b); dx = d w, dw = dᵀ x, dbias = d's column sums.
-    const Tensor& x2 = xs;  // (x itself, or on a GPU under autocast its bfloat16 copy)
+  return record(name, y, {x, w, bias}, [xs, w, bias, rows, relu, autocast, keep_bf16](const Tensor& g0, const Node& n) {
+    // d = g act'(x wᵀ + b); dx = d w, dw = dᵀ x, dbias = d's column sums (all 2-D: rows x features).
+    // xs: x itself (recorded again by a create_graph backward), or on a GPU under autocast its
+    // bfloat16 copy.
+    const Shape& xshape = xs.shape();
+    const int64_t D = w.size(0);
+    const Tensor x2 = xs.dim() == 2 ? xs : reshape(xs, {rows, w.size(1)});
+    const Tensor g = g0.dim() == 2 ? g0 : reshape(g0, {rows, D});
     Tensor d;
     Tensor gb;
     if (relu && g.is_cuda() && !grad_enabled()) {  // one pass: d = g where y > 0, then the bias's column sums
-      const int64_t rows = g.size(0), D = g.size(1);
       d = Tensor::empty(g.shape(), g.dtype(), g.device());
       if (n.needs(2)) gb = Tensor::empty(bias.shape(), g.dtype(), g.device());
       const Tensor partial = gb.defined() ? Tensor::empty({cuda_ops::norm_backward_scratch(rows, D)}, g.dtype(), g.device())
@@ -343,16 +409,16 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
       cuda_ops::bias_act_backward(a, detail::gpu_ptr(g), detail::gpu_ptr(d), gb.defined() ? detail::gpu_ptr(gb) : nullptr,
                                   partial.defined() ? detail::gpu_ptr(partial) : nullptr);
     } else if (grad_enabled() || g.is_cuda()) {  // recorded backward (higher order), or on a GPU: from public ops
-      d = relu ? where(gt(n.output(), 0.0), g, 0.0) : g;
+      d = relu ? where(gt(reshape(n.output(), {rows, D}), 0.0), g, 0.0) : g;
       if (n.needs(2)) gb = sum_to(d, bias.shape());
     } else if (relu) {
       d = Tensor::empty(g.shape(), g.dtype());
       if (n.needs(2)) gb = Tensor::empty(bias.shape(), g.dtype());
-      const Tensor zero = zeros(bias.shape(), g.dtype());
+      const Tensor zero = zeros({D}, g.dtype());
       dispatch_float(g.dtype(), "linear", [&](auto tag) {
         using T = decltype(tag);
         kernels::bias_act_backward<T>(g.data<T>(), n.output().data<T>(), zero.data<T>(), d.data<T>(),
-                                      gb.defined() ? gb.data<T>() : nullptr, g.size(0), g.size(1), kernels::ReluGrad{});
+                                      gb.defined() ? gb.data<T>() : nullptr, rows, D, kernels::ReluGrad{});
       });
     } else {
       d = g;
@@ -360,7 +426,7 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
         gb = Tensor::empty(bias.shape(), g.dtype());
         dispatch_float(g.dtype(), "linear", [&](auto tag) {
           using T = decltype(tag);
-          kernels::bias_act_backward<T>(g.data<T>(), nullptr, nullptr, nullptr, gb.data<T>(), g.size(0), g.size(1),
+          kernels::bias_act_backward<T>(g.data<T>(), nullptr, nullptr, nullptr, gb.data<T>(), rows, D,
                                         kernels::IdentityGrad{});
         });
       }
@@ -368,16 +434,32 @@ Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias, bool 
     if (keep_bf16) {  // both products from bfloat16 operands (d's copy made once, x's from the forward)
       TG_CHECK(!grad_enabled(), "linear", "under autocast on a GPU the backward keeps the input in bfloat16 only, so "
                "it cannot be differentiated again (create_graph): run that forward outside autocast");
-      auto product = [&](const Tensor& a, const Tensor& b, bool ta, bool tb) {  // 2-D, float32 output
+      // op(a) op(b), 2-D with a float32 output: into input i's gathered sum where the engine offers
+      // it (beta = 1), else a fresh tensor of `want`'s shape.
+      auto product = [&](size_t i, const Tensor& a, const Tensor& b, bool ta, bool tb, const Shape& want) {
         const int64_t M = ta ? a.size(1) : a.size(0), K = ta ? a.size(0) : a.size(1), N = tb ? b.size(0) : b.size(1);
-        Tensor o = Tensor::empty({M, N}, kFloat32, a.device());
-        gpu_matmul(a, b, o, ta, tb, M, N, K, {0}, {0}, /*autocast=*/true);
+        const Tensor sink = n.grad_sink(i);
+        const bool into = sink.defined() && sink.dtype() == kFloat32;
+        const Tensor o = into ? sink : Tensor::empty(want, kFloat32, a.device());
+        gpu_matmul(a, b, o, ta, tb, M, N, K, {0}, {0}, /*autocast=*/true, Tensor(), false, /*accumulate=*/into);
+        if (into) o.impl().storage->bump_version();
         return o;
       };
-      return Grads{n.needs(0) ? product(d, w, false, false) : Tensor(), n.needs(1) ? product(d, x2, true, false) : Tensor(), gb};
+      return Grads{n.needs(0) ? product(0, d, w, false, false, xshape) : Tensor(),
+                   n.needs(1) ? product(1, d, x2, true, false, w.shape()) : Tensor(), gb};
     }
-    Tensor gx = n.needs(0) ? matmul_as(d, w, false, false, autocast) : Tensor();
-    Tensor gw = n.needs(1) ? matmul_as(d, x2, true, false, autocast) : Tensor();
+    Tensor gx, gw;
+    if (n.needs(0)) {  // dx = d w, as [rows, in]: into x's gathered sum (a view of it) where offered
+      const Tensor sink = n.grad_sink(0);
+      Tensor sink2;
+      if (sink.defined()) {
+        NoGradGuard ng;
+        sink2 = reshape(sink, {rows, w.size(1)});
+      }
+      const Tensor r = product_grad(sink2, d, w, false, false, autocast, Shape{rows, w.size(1)});
+      gx = sink2.defined() && r.same(sink2) ? sink : reshape(r, xshape);
+    }
+    if (n.needs(1)) gw = product_grad(n.grad_sink(1), d, x2, true, false, autocast, w.shape());
     return Grads{gx, gw, gb};
   }, relu);
 }
@@ -412,21 +494,28 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   // All leading dims become rows of one product: [rows, in] x [out, in]ᵀ.
   Shape out_shape = x.shape();
   out_shape.back() = out;
-  const Tensor x2 = x.dim() == 2 ? x : reshape(x, {x.numel() / in, in});
-  Tensor y;
   detail::check_same_device("linear", x, "input", weight, "weight");
   if (bias.defined()) detail::check_same_device("linear", x, "input", bias, "bias");
   // One node: on the CPU the fused kernel, on a GPU cuBLASLt's bias (and ReLU) epilogue.
-  if (bias.defined() && x.dtype() != kBFloat16 && (!x.is_cuda() || in > 0) &&
-      (act == Activation::kIdentity || act == Activation::kRelu)) {
-    y = linear_fused(x2, weight, bias, act == Activation::kRelu);
-  } else {
-    y = matmul(x2, weight, false, true);
-    if (bias.defined()) y = bias_act(y, bias, act);
-    else if (act == Activation::kRelu) y = relu(y);
-    else if (act == Activation::kGelu) y = gelu(y);
-    else if (act == Activation::kGeluTanh) y = gelu(y, GeluApprox::kTanh);
+  if (x.dtype() != kBFloat16 && (!x.is_cuda() || in > 0)) {
+    if (bias.defined() && (act == Activation::kIdentity || act == Activation::kRelu))
+      return linear_fused(x, weight, bias, act == Activation::kRelu, out_shape);
+    if (!bias.defined()) {
+      const Tensor y = linear_fused(x, weight, bias, false, out_shape);
+      switch (act) {
+        case Activation::kIdentity: return y;
+        case Activation::kRelu: return relu(y);
+        case Activation::kGelu: return gelu(y);
+        case Activation::kGeluTanh: return gelu(y, GeluApprox::kTanh);
+      }
+    }
   }
+  const Tensor x2 = x.dim() == 2 ? x : reshape(x, {x.numel() / in, in});
+  Tensor y = matmul(x2, weight, false, true);
+  if (bias.defined()) y = bias_act(y, bias, act);
+  else if (act == Activation::kRelu) y = relu(y);
+  else if (act == Activation::kGelu) y = gelu(y);
+  else if (act == Activation::kGeluTanh) y = gelu(y, GeluApprox::kTanh);
   return x.dim() == 2 ? y : reshape(y, out_shape);
 }
 

@@ -2,6 +2,7 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace {
 using namespace tgt;
@@ -74,6 +75,95 @@ TEST(Autograd, GradientsSummedInPlaceOnlyWhereNothingElseHoldsThem) {
   tg::sum((y + y) + y * 3.0 + y * y).backward();
   EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(40000, 7.0f));
   EXPECT_EQ(seen.to_vector<float>(), std::vector<float>(40000, 7.0f));
+}
+
+// An op whose backward, where the engine offers the sum gathered for its input (Node::grad_sink),
+// adds its gradient 2g into it and returns it, counting the offers.
+Tensor twice(const Tensor& x, int& offers) {
+  Tensor y = x.detach() * 2.0;
+  return tg::record("twice", y, {x}, [&offers](const Tensor& g, const tg::Node& n) {
+    Tensor sink = n.grad_sink(0);
+    if (!sink.defined()) return tg::Grads{g * 2.0};
+    ++offers;
+    sink.add_(g * 2.0);
+    return tg::Grads{sink};
+  });
+}
+
+TEST(Autograd, AnOpMayAddItsGradientIntoTheGatheredSum) {
+  Tensor x = tg::tensor({1.0, 2.0}, tg::kFloat64).requires_grad_();
+  int offers = 0;
+  Tensor y = x * 3.0;
+  (tg::sum(twice(y, offers)) + tg::sum(twice(y, offers))).backward();  // the second sees the first's
+  EXPECT_EQ(offers, 1);
+  EXPECT_TRUE(close(x.grad(), {12.0, 12.0}));
+
+  // Into a leaf's .grad() on the next backward, the same storage updated in place ...
+  offers = 0;
+  x.zero_grad();
+  tg::sum(twice(x, offers)).backward();
+  EXPECT_EQ(offers, 0);
+  const double* before = x.grad().data<double>();
+  tg::sum(twice(x, offers)).backward();
+  EXPECT_EQ(offers, 1);
+  EXPECT_EQ(x.grad().data<double>(), before);
+  EXPECT_TRUE(close(x.grad(), {4.0, 4.0}));
+
+  // ... but never where someone else holds it, a hook must see the parts, tg::grad captures, or
+  // the gradient must stay differentiable.
+  Tensor held = x.grad();
+  tg::sum(twice(x, offers)).backward();
+  EXPECT_EQ(offers, 1);
+  EXPECT_TRUE(close(held, {4.0, 4.0}));
+  EXPECT_TRUE(close(x.grad(), {6.0, 6.0}));
+  held = Tensor();
+  Tensor z = tg::tensor({1.0}, tg::kFloat64).requires_grad_();
+  tg::sum(twice(z, offers)).backward();
+  z.register_hook([](const Tensor& g) { return g; });
+  tg::sum(twice(z, offers)).backward();
+  EXPECT_EQ(offers, 1);
+  EXPECT_TRUE(close(z.grad(), {4.0}));
+  tg::grad({tg::sum(twice(x, offers))}, {x});
+  tg::sum(twice(x, offers)).backward(Tensor(), {.create_graph = true});
+  EXPECT_EQ(offers, 1);
+  EXPECT_TRUE(close(x.grad(), {8.0, 8.0}));
+}
+
+TEST(Autograd, ProductsAddTheirGradientsIntoTheGatheredSum) {
+  // One input feeding three linear layers (the Q, K and V projections) and a batched product: the
+  // later products add dX into the sum in the product itself. Against each path's gradient alone.
+  tg::manual_seed(7);
+  for (bool autocast : {false, true}) {
+    const tg::DType dt = autocast ? tg::kFloat32 : tg::kFloat64;
+    Tensor x = tg::randn({2, 3, 8}, dt).requires_grad_();
+    Tensor wq = tg::randn({5, 8}, dt).requires_grad_(), bq = tg::randn({5}, dt).requires_grad_();
+    Tensor wk = tg::randn({5, 8}, dt).requires_grad_(), wv = tg::randn({6, 8}, dt).requires_grad_();
+    Tensor bv = tg::randn({6}, dt).requires_grad_(), m = tg::randn({8, 4}, dt);
+    std::optional<tg::AutocastGuard> guard;
+    if (autocast) guard.emplace(tg::kBFloat16);
+    auto terms = [&](const Tensor& h) {
+      return std::vector<Tensor>{tg::sum(tg::linear(h, wq, bq) * 0.5), tg::sum(tg::linear(h, wk) * tg::linear(h, wk)),
+                                 tg::sum(tg::linear(h, wv, bv, tg::Activation::kRelu)), tg::sum(tg::matmul(h, m))};
+    };
+    Tensor want_x = tg::zeros_like(x), want_wk = tg::zeros_like(wk);
+    for (const Tensor& t : terms(x * 1.0)) {
+      std::vector<Tensor> g = tg::grad({t}, {x, wk}, {}, {.retain_graph = true, .allow_unused = true});
+      want_x = want_x + g[0];
+      if (g[1].defined()) want_wk = want_wk + g[1];
+    }
+    std::vector<Tensor> ts = terms(x * 1.0);
+    (ts[0] + ts[1] + ts[2] + ts[3]).backward();
+    const double rtol = autocast ? 1e-5 : 1e-12;
+    EXPECT_TRUE(close(x.grad(), want_x, rtol, rtol)) << autocast;
+    EXPECT_TRUE(close(wk.grad(), want_wk, rtol, rtol)) << autocast;
+    // A second backward adds into each weight's .grad() in place.
+    const void* before = wq.grad().raw_data();
+    const Tensor first = wq.grad().clone();
+    std::vector<Tensor> again = terms(x * 1.0);
+    (again[0] + again[1] + again[2] + again[3]).backward();
+    EXPECT_EQ(wq.grad().raw_data(), before) << autocast;
+    EXPECT_TRUE(close(wq.grad(), first * 2.0, rtol, rtol)) << autocast;
+  }
 }
 
 TEST(Autograd, SecondBackwardThroughFreedGraphIsAnError) {

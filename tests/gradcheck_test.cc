@@ -202,6 +202,19 @@ TEST_F(Gradcheck, Linear) {
   }
 }
 
+// An input read by several products (the Q, K and V projections, a batched product): the later
+// ones add their gradient into the sum the engine gathered (Node::grad_sink).
+TEST_F(Gradcheck, ProductsSharingAnInput) {
+  using tg::Activation;
+  Tensor x = leaf({2, 3, 4}, -2, 2), wq = leaf({5, 4}), bq = leaf({5}), wk = leaf({3, 4}), m = leaf({4, 2});
+  EXPECT_TRUE(gradcheck_ok([&](const V& in) {
+    const Tensor h = in[0] * 1.5;
+    return tg::sum(tg::linear(h, in[1], in[2]), {-1}) + tg::sum(tg::linear(h, in[3]), {-1}) +
+           tg::sum(tg::linear(h, in[1], in[2], Activation::kRelu), {-1}) + tg::sum(tg::matmul(h, in[4]), {-1}) +
+           tg::sum(tg::matmul(h, in[3], false, true), {-1});
+  }, {x, wq, bq, wk, m}));
+}
+
 TEST_F(Gradcheck, BiasActivation) {
   using tg::Activation;
   for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {

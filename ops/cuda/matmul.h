@@ -56,6 +56,8 @@ struct GemmArgs {
   // in C's type added to every row, act ReLU where relu (a linear layer in one call).
   const void* bias = nullptr;
   bool relu = false;
+  // C += op(A) op(B) (beta = 1: a gradient added into the sum gathered before), without an epilogue.
+  bool accumulate = false;
 };
 void gemm(const GemmArgs& args);
 

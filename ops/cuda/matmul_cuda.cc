@@ -208,9 +208,10 @@ void gemm(const GemmArgs& g) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   const Lt& l = lt(g.op);
   DeviceLt& d = device_lt(g.device, g.op);
-  TG_CHECK(g.bias == nullptr || (g.batch == 1 && g.out_type != Scalar::kBF16), g.op,
-           "a bias epilogue takes one product with a float32 or float64 output");
-  if (g.K == 0) {  // an empty sum: zeros (cuBLAS is not asked about k = 0)
+  TG_CHECK(g.bias == nullptr || (g.batch == 1 && g.out_type != Scalar::kBF16 && !g.accumulate), g.op,
+           "a bias epilogue takes one product with a float32 or float64 output, not added into C");
+  if (g.K == 0) {  // an empty sum: zeros, or C unchanged (cuBLAS is not asked about k = 0)
+    if (g.accumulate) return;
     const size_t elem = g.out_type == Scalar::kF64 ? 8 : g.out_type == Scalar::kBF16 ? 2 : 4;
     cuda_rt::fill_bytes(g.device, g.C, static_cast<size_t>(g.M * g.N * g.batch) * elem, 0, g.op);
     return;
@@ -229,7 +230,8 @@ void gemm(const GemmArgs& g) {
     check(l, l.desc_set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias), g.op, "bias");
   }
   check(l, l.matmul(d.handle, p.desc, f64 ? static_cast<const void*>(&one64) : &one32, g.B, p.a, g.A, p.b,
-                    f64 ? static_cast<const void*>(&zero64) : &zero32, g.C, p.c, g.C, p.c, &p.algo, d.workspace, kWorkspace, s),
+                    f64 ? static_cast<const void*>(g.accumulate ? &one64 : &zero64) : (g.accumulate ? &one32 : &zero32),
+                    g.C, p.c, g.C, p.c, &p.algo, d.workspace, kWorkspace, s),
         g.op, "matmul");
   cuda_rt::after_launch(g.device, g.op);
 }

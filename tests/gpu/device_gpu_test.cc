@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -842,6 +843,47 @@ TEST(Gpu, AttentionDropoutDrawsTheCpusMask) {
         EXPECT_LE(max_rel_error(gpu[i], cpu[i]), tol) << tg::dtype_name(dt) << (by_sample ? " by sample" : "") << " tensor " << i;
       }
     }
+  }
+}
+
+// One input feeding three linear layers and a product (Q, K, V and more): on the GPU the later
+// products add dX into the gathered sum with beta = 1, and a second backward adds each weight's
+// gradient into its .grad() in place (the same device memory); all as on the CPU, in float32 and
+// under autocast.
+TEST(Gpu, ProductsAddTheirGradientsIntoTheGatheredSum) {
+  TG_NEED_GPU();
+  tg::manual_seed(41);
+  const Tensor x = tg::randn({4, 16, 48}), wq = tg::randn({32, 48}), bq = tg::randn({32}), wk = tg::randn({32, 48}),
+               wv = tg::randn({40, 48}), bv = tg::randn({40}), m = tg::randn({48, 24});
+  for (bool autocast : {false, true}) {
+    auto run = [&](const Device& dev) {
+      std::vector<Tensor> p = {x.to(dev).detach(), wq.to(dev).detach(), bq.to(dev).detach(), wk.to(dev).detach(),
+                               wv.to(dev).detach(), bv.to(dev).detach()};
+      for (Tensor& t : p) t.requires_grad_();
+      const Tensor md = m.to(dev);
+      auto step = [&] {
+        std::optional<tg::AutocastGuard> guard;
+        if (autocast) guard.emplace(tg::kBFloat16);
+        const Tensor h = p[0] * 1.0;
+        const Tensor loss = tg::sum(tg::linear(h, p[1], p[2]) * 0.5) + tg::sum(tg::linear(h, p[3]) * tg::linear(h, p[3])) +
+                            tg::sum(tg::linear(h, p[4], p[5], tg::Activation::kRelu)) + tg::sum(tg::matmul(h, md));
+        guard.reset();
+        loss.backward();
+      };
+      step();
+      std::vector<Tensor> out;
+      for (const Tensor& t : p) out.push_back(t.grad().to(tg::kCPU));
+      const void* before = dev.is_cuda() ? static_cast<const void*>(p[1].grad().cuda_data<float>()) : p[1].grad().raw_data();
+      step();
+      const void* after = dev.is_cuda() ? static_cast<const void*>(p[1].grad().cuda_data<float>()) : p[1].grad().raw_data();
+      EXPECT_EQ(after, before) << dev.str() << (autocast ? " autocast" : "");
+      for (const Tensor& t : p) out.push_back(t.grad().to(tg::kCPU));
+      return out;
+    };
+    const std::vector<Tensor> cpu = run(tg::kCPU), gpu = run(kGpu);
+    const double tol = autocast ? 1e-3 : 1e-4;
+    for (size_t i = 0; i < cpu.size(); ++i)
+      EXPECT_LE(max_rel_error(gpu[i], cpu[i]), tol) << (autocast ? "autocast " : "") << "gradient " << i % 6 << " after step " << 1 + i / 6;
   }
 }
 
