@@ -9,6 +9,7 @@
 #include "graph/cuda/runtime.h"
 #include "graph/factory.h"
 #include "graph/node.h"
+#include "ops/autocast_internal.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -251,9 +252,18 @@ AttentionResult MultiHeadAttention::run(const Tensor& x_q, const Tensor& x_kv, c
   // same numbers, and a GPU's tensor cores split and merge the heads with no copies.
   if (!cache && !rotary && !need_weights && p < 1) {
     const int64_t S = x_kv.size(1);
-    const Tensor q = w_q->forward(x_q).reshape({B, T, num_heads, d_k});       // Q = X_q W_Q
-    const Tensor k = w_k->forward(x_kv).reshape({B, S, num_kv_heads, d_k});   // K = X_kv W_K
-    const Tensor v = w_v->forward(x_kv).reshape({B, S, num_kv_heads, d_k});   // V = X_kv W_V
+    // Trained under autocast on a GPU's tensor cores: the projections return bfloat16, which the
+    // kernel reads and writes and W_O takes as it is (ops/autocast_internal.h).
+    auto trained = [](const Linear& w) { return w.weight.requires_grad() || (w.bias.defined() && w.bias.requires_grad()); };
+    const bool bf16 = x_kv.dtype() == kFloat32 &&
+                      detail::autocast_attention_on_tensor_cores(x_q, d_k, x_q.requires_grad() || x_kv.requires_grad() ||
+                                                                               trained(*w_q) || trained(*w_k) || trained(*w_v));
+    auto project = [bf16](const Linear& w, const Tensor& x) {
+      return bf16 ? detail::linear_bf16_output(x, w.weight, w.bias) : w.forward(x);
+    };
+    const Tensor q = project(*w_q, x_q).reshape({B, T, num_heads, d_k});       // Q = X_q W_Q
+    const Tensor k = project(*w_k, x_kv).reshape({B, S, num_kv_heads, d_k});   // K = X_kv W_K
+    const Tensor v = project(*w_v, x_kv).reshape({B, S, num_kv_heads, d_k});   // V = X_kv W_V
     const Tensor heads = attend(q, k, v, mask, false, p, scale, 0, AttentionLayout::kTokensFirst).output;
     return {w_o->forward(heads.reshape({B, T, num_heads * d_k})), Tensor()};  // Concat(head_1..head_h) W_O
   }

@@ -6,6 +6,7 @@
 
 #include "graph/factory.h"
 #include "ops/autocast.h"
+#include "ops/autocast_internal.h"
 #include "ops/cuda/attention.h"
 #include "ops/dropout_internal.h"
 #include "ops/elementwise.h"
@@ -329,6 +330,13 @@ Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v,
 
 }  // namespace
 
+namespace detail {
+bool autocast_attention_on_tensor_cores(const Tensor& x, int64_t d, bool needs_grad) {
+  return x.dtype() == kFloat32 && x.is_cuda() && autocast_enabled() && grad_enabled() && needs_grad &&
+         cuda_ops::attention_takes_tensor_cores(d, d, {});
+}
+}  // namespace detail
+
 Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opts) {
   Dims dm = check_attention("flash_attention", q, kk, v, opts);
   const double scale = scale_of(opts, dm.d);
@@ -336,8 +344,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& kk, const Tensor& v, const
   // and v rounded to bfloat16, the tensor-core kernel, its output back in float32 (the casts carry
   // the gradient; the backward runs on tensor cores too). Inference under autocast keeps float32
   // attention, as on the CPU (decoding reads its cache in place, one launch a step).
-  if (q.dtype() == kFloat32 && q.is_cuda() && autocast_enabled() && grad_enabled() &&
-      (q.requires_grad() || kk.requires_grad() || v.requires_grad()) &&
+  if (detail::autocast_attention_on_tensor_cores(q, dm.d, q.requires_grad() || kk.requires_grad() || v.requires_grad()) &&
       cuda_ops::attention_takes_tensor_cores(dm.d, dm.dv, {})) {
     return to(flash_attention(to(q, kBFloat16), to(kk, kBFloat16), to(v, kBFloat16), opts), kFloat32);
   }

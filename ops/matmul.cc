@@ -9,6 +9,7 @@
 #include "graph/cuda.h"
 #include "graph/factory.h"
 #include "ops/autocast.h"
+#include "ops/autocast_internal.h"
 #include "ops/cpu_capability.h"
 #include "ops/cuda/matmul.h"
 #include "ops/cuda/nn.h"
@@ -341,16 +342,23 @@ void refresh_autocast_packs(const Tensor& w) {
 }
 
 namespace {
-// act(x wᵀ + bias) for a float32 or float64 x [..., in] (its leading dims the product's rows), act
-// Identity or ReLU, bias optional, as one node whose gradient for x has x's shape (so it can be
-// added straight into the sum gathered for x: the Q, K and V projections of one input): the
-// product's output gets the bias and activation block by block (under autocast in the bfloat16
-// kernel's epilogue, else one pass after the float GEMM; on a GPU in cuBLASLt's epilogue), and the
-// backward needs only the output (ReLU's derivative is y > 0, as x wᵀ + b > 0).
-Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Shape& out_shape) {
-  const int64_t in = w.size(1), out = w.size(0), rows = x.numel() / in;
-  const bool autocast = autocast_enabled() && x.dtype() == kFloat32;
-  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+// act(x wᵀ + bias) for x [..., in] (its leading dims the product's rows), act Identity or ReLU, bias
+// optional, as one node whose gradient for x has x's shape (so it can be added straight into the
+// sum gathered for x: the Q, K and V projections of one input): the product's output gets the bias
+// and activation block by block (under autocast in the bfloat16 kernel's epilogue, else one pass
+// after the float GEMM; on a GPU in cuBLASLt's epilogue), and the backward needs only the output
+// (ReLU's derivative is y > 0, as x wᵀ + b > 0).
+// x and w float32 or float64 alike; under autocast x may be bfloat16 with a float32 w (a product of
+// bfloat16 operands with a float32 output, x's gradient in bfloat16), and `out` may be bfloat16
+// (Identity only: the float32 sums plus the bias rounded to bfloat16, rounded once, as PyTorch's
+// autocast linear returns; the gradient arrives in bfloat16).
+Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Shape& out_shape, DType out) {
+  const int64_t in = w.size(1), features = w.size(0), rows = x.numel() / in;
+  const bool autocast = autocast_enabled() && w.dtype() == kFloat32 && (x.dtype() == kFloat32 || x.dtype() == kBFloat16);
+  const bool x_bf16 = x.dtype() == kBFloat16, out_bf16 = out == kBFloat16;
+  TG_CHECK((!x_bf16 || autocast) && (!out_bf16 || (autocast && !relu)), "linear", "a bfloat16 input needs autocast, a "
+           "bfloat16 output autocast and no activation (input {}, weight {}, output {})", x.dtype(), w.dtype(), out);
+  Tensor y = Tensor::empty(out_shape, out, x.device());
   Tensor x2;
   {
     NoGradGuard ng;  // a view of x's data, not recorded (the node's input is x)
@@ -361,38 +369,51 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
   const bool keep_bf16 = x.is_cuda() && autocast;
   const Tensor xs = keep_bf16 ? autocast_operand(x.detach()) : x;  // (x's shape either way)
   if (x.is_cuda()) {  // cuBLASLt's epilogue adds the bias (and takes the ReLU) in the product's call
-    gpu_matmul(keep_bf16 ? xs : x2, w, y, false, true, rows, out, in, {0}, {0}, autocast, bias, relu);
+    const Tensor b = out_bf16 && bias.defined() ? autocast_operand(bias) : bias;  // (a bfloat16 output's bias in bfloat16)
+    gpu_matmul(keep_bf16 ? xs : x2, w, y, false, true, rows, features, in, {0}, {0}, autocast, b, relu);
   } else if (autocast) {
     const auto path = cpu_capability();
     const float* pw = w.data<float>();
     std::shared_ptr<const kernels::PackedB> packed;
-    if (w.is_leaf() && w.requires_grad()) packed = packed_weight(w, {pw, false, in, true}, out, in, path);
-    const kernels::Bf16Epilogue ep{bias.defined() ? bias.data<float>() : nullptr, relu};
-    kernels::gemm_bf16(rows, out, in, {x2.data<float>(), false, in, false}, {pw, false, in, true}, y.data<float>(), out, false,
-                       path, packed.get(), bias.defined() || relu ? &ep : nullptr);
+    if (w.is_leaf() && w.requires_grad()) packed = packed_weight(w, {pw, false, in, true}, features, in, path);
+    NoGradGuard ng;
+    // (a bfloat16 output: float32 sums plus the bias rounded as the GPU's epilogue reads it, then rounded once)
+    const Tensor b = out_bf16 && bias.defined() ? to(to(bias.detach(), kBFloat16), kFloat32) : bias;
+    const Tensor y32 = out_bf16 ? Tensor::empty(out_shape, kFloat32) : y;
+    const kernels::Bf16Epilogue ep{b.defined() ? b.data<float>() : nullptr, relu};
+    const kernels::Bf16Operand xa{x_bf16 ? static_cast<const void*>(x2.data<bfloat16>()) : x2.data<float>(), x_bf16, in, false};
+    kernels::gemm_bf16(rows, features, in, xa, {pw, false, in, true}, y32.data<float>(), features, false, path, packed.get(),
+                       b.defined() || relu ? &ep : nullptr);
+    if (out_bf16) y = to(y32, kBFloat16);
   } else {
     dispatch_float(x.dtype(), "linear", [&](auto tag) {
       using T = decltype(tag);
       T* py = y.data<T>();
-      kernels::gemm<T>(false, true, rows, out, in, x2.data<T>(), in, w.data<T>(), in, py, out);
+      kernels::gemm<T>(false, true, rows, features, in, x2.data<T>(), in, w.data<T>(), in, py, features);
       if (bias.defined()) {
-        if (relu) kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Relu{});
-        else kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, out, kernels::Identity{});
+        if (relu) kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, features, kernels::Relu{});
+        else kernels::bias_act_forward<T>(py, bias.data<T>(), py, rows, features, kernels::Identity{});
       }
     });
   }
   const char* name = autocast ? "linear (bf16 autocast)" : "linear";
-  return record(name, y, {x, w, bias}, [xs, w, bias, rows, relu, autocast, keep_bf16](const Tensor& g0, const Node& n) {
+  return record(name, y, {x, w, bias}, [xs, w, bias, rows, relu, autocast, keep_bf16, x_bf16, out_bf16](const Tensor& g0,
+                                                                                                       const Node& n) {
     // d = g act'(x wᵀ + b); dx = d w, dw = dᵀ x, dbias = d's column sums (all 2-D: rows x features).
     // xs: x itself (recorded again by a create_graph backward), or on a GPU under autocast its
-    // bfloat16 copy.
-    const Shape& xshape = xs.shape();
+    // bfloat16 copy. On the CPU bfloat16 tensors take part as float32 (the same values, which the
+    // autocast products round back to exactly those bfloat16s).
     const int64_t D = w.size(0);
-    const Tensor x2 = xs.dim() == 2 ? xs : reshape(xs, {rows, w.size(1)});
-    const Tensor g = g0.dim() == 2 ? g0 : reshape(g0, {rows, D});
+    const Tensor xs_cpu = x_bf16 && !keep_bf16 ? to(xs, kFloat32) : xs;
+    const Tensor x2 = xs_cpu.dim() == 2 ? xs_cpu : reshape(xs_cpu, {rows, w.size(1)});
+    Tensor g = g0.dim() == 2 ? g0 : reshape(g0, {rows, D});
+    if (out_bf16 && !keep_bf16) g = to(g, kFloat32);
     Tensor d;
     Tensor gb;
-    if (relu && g.is_cuda() && !grad_enabled()) {  // one pass: d = g where y > 0, then the bias's column sums
+    if (out_bf16 && keep_bf16) {  // a bfloat16 gradient: the products read it as it is; the bias's sums in float32
+      d = g;
+      if (n.needs(2)) gb = sum_to(to(d, kFloat32), bias.shape());
+    } else if (relu && g.is_cuda() && !grad_enabled()) {  // one pass: d = g where y > 0, then the bias's column sums
       d = Tensor::empty(g.shape(), g.dtype(), g.device());
       if (n.needs(2)) gb = Tensor::empty(bias.shape(), g.dtype(), g.device());
       const Tensor partial = gb.defined() ? Tensor::empty({cuda_ops::norm_backward_scratch(rows, D)}, g.dtype(), g.device())
@@ -434,30 +455,31 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
     if (keep_bf16) {  // both products from bfloat16 operands (d's copy made once, x's from the forward)
       TG_CHECK(!grad_enabled(), "linear", "under autocast on a GPU the backward keeps the input in bfloat16 only, so "
                "it cannot be differentiated again (create_graph): run that forward outside autocast");
-      // op(a) op(b), 2-D with a float32 output: into input i's gathered sum where the engine offers
-      // it (beta = 1), else a fresh tensor of `want`'s shape.
-      auto product = [&](size_t i, const Tensor& a, const Tensor& b, bool ta, bool tb, const Shape& want) {
+      // op(a) op(b), 2-D, in `type`: a float32 output into input i's gathered sum where the engine
+      // offers it (beta = 1), else a fresh tensor of `want`'s shape.
+      auto product = [&](size_t i, const Tensor& a, const Tensor& b, bool ta, bool tb, const Shape& want, DType type) {
         const int64_t M = ta ? a.size(1) : a.size(0), K = ta ? a.size(0) : a.size(1), N = tb ? b.size(0) : b.size(1);
-        const Tensor sink = n.grad_sink(i);
+        const Tensor sink = type == kFloat32 ? n.grad_sink(i) : Tensor();
         const bool into = sink.defined() && sink.dtype() == kFloat32;
-        const Tensor o = into ? sink : Tensor::empty(want, kFloat32, a.device());
+        const Tensor o = into ? sink : Tensor::empty(want, type, a.device());
         gpu_matmul(a, b, o, ta, tb, M, N, K, {0}, {0}, /*autocast=*/true, Tensor(), false, /*accumulate=*/into);
         if (into) o.impl().storage->bump_version();
         return o;
       };
-      return Grads{n.needs(0) ? product(0, d, w, false, false, xshape) : Tensor(),
-                   n.needs(1) ? product(1, d, x2, true, false, w.shape()) : Tensor(), gb};
+      return Grads{n.needs(0) ? product(0, d, w, false, false, xs.shape(), x_bf16 ? kBFloat16 : kFloat32) : Tensor(),
+                   n.needs(1) ? product(1, d, x2, true, false, w.shape(), kFloat32) : Tensor(), gb};
     }
     Tensor gx, gw;
     if (n.needs(0)) {  // dx = d w, as [rows, in]: into x's gathered sum (a view of it) where offered
       const Tensor sink = n.grad_sink(0);
       Tensor sink2;
-      if (sink.defined()) {
+      if (sink.defined() && !x_bf16) {
         NoGradGuard ng;
         sink2 = reshape(sink, {rows, w.size(1)});
       }
       const Tensor r = product_grad(sink2, d, w, false, false, autocast, Shape{rows, w.size(1)});
-      gx = sink2.defined() && r.same(sink2) ? sink : reshape(r, xshape);
+      gx = sink2.defined() && r.same(sink2) ? sink : reshape(r, xs.shape());
+      if (x_bf16) gx = to(gx, kBFloat16);
     }
     if (n.needs(1)) gw = product_grad(n.grad_sink(1), d, x2, true, false, autocast, w.shape());
     return Grads{gx, gw, gb};
@@ -484,11 +506,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   const int64_t in = weight.size(1), out = weight.size(0);
   TG_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear", "input of shape {} does not end in in_features = {} (weight {})",
            x.shape(), in, weight.shape());
-  TG_CHECK(x.dtype() == weight.dtype(), "linear", "input and weight have different dtypes ({} and {})", x.dtype(),
+  // Under autocast a bfloat16 input meets a float32 weight as PyTorch's autocast lets it (the
+  // product is in bfloat16 either way; the output float32, as every autocast product's).
+  const bool mixed = autocast_enabled() && x.dtype() == kBFloat16 && weight.dtype() == kFloat32;
+  TG_CHECK(x.dtype() == weight.dtype() || mixed, "linear", "input and weight have different dtypes ({} and {})", x.dtype(),
            weight.dtype());
   if (bias.defined()) {
     detail::check_float(bias, "linear");
-    TG_CHECK(bias.dim() == 1 && bias.size(0) == out && bias.dtype() == x.dtype(), "linear",
+    TG_CHECK(bias.dim() == 1 && bias.size(0) == out && bias.dtype() == weight.dtype(), "linear",
              "bias of shape {} ({}) does not match weight {} ({})", bias.shape(), bias.dtype(), weight.shape(), weight.dtype());
   }
   // All leading dims become rows of one product: [rows, in] x [out, in]ᵀ.
@@ -497,11 +522,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   detail::check_same_device("linear", x, "input", weight, "weight");
   if (bias.defined()) detail::check_same_device("linear", x, "input", bias, "bias");
   // One node: on the CPU the fused kernel, on a GPU cuBLASLt's bias (and ReLU) epilogue.
-  if (x.dtype() != kBFloat16 && (!x.is_cuda() || in > 0)) {
+  if ((x.dtype() != kBFloat16 || mixed) && (!x.is_cuda() || in > 0)) {
+    const DType dt = weight.dtype();
     if (bias.defined() && (act == Activation::kIdentity || act == Activation::kRelu))
-      return linear_fused(x, weight, bias, act == Activation::kRelu, out_shape);
+      return linear_fused(x, weight, bias, act == Activation::kRelu, out_shape, dt);
     if (!bias.defined()) {
-      const Tensor y = linear_fused(x, weight, bias, false, out_shape);
+      const Tensor y = linear_fused(x, weight, bias, false, out_shape, dt);
       switch (act) {
         case Activation::kIdentity: return y;
         case Activation::kRelu: return relu(y);
@@ -510,7 +536,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
       }
     }
   }
-  const Tensor x2 = x.dim() == 2 ? x : reshape(x, {x.numel() / in, in});
+  const Tensor xm = mixed ? to(x, kFloat32) : x;  // (a GELU linear with a bias: the product, then bias_act)
+  const Tensor x2 = xm.dim() == 2 ? xm : reshape(xm, {xm.numel() / in, in});
   Tensor y = matmul(x2, weight, false, true);
   if (bias.defined()) y = bias_act(y, bias, act);
   else if (act == Activation::kRelu) y = relu(y);
@@ -518,5 +545,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   else if (act == Activation::kGeluTanh) y = gelu(y, GeluApprox::kTanh);
   return x.dim() == 2 ? y : reshape(y, out_shape);
 }
+
+namespace detail {
+Tensor linear_bf16_output(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  TG_CHECK(autocast_enabled() && x.dtype() == kFloat32 && weight.dtype() == kFloat32 && weight.dim() == 2 &&
+               x.dim() >= 1 && x.size(-1) == weight.size(1) && (!bias.defined() || bias.dtype() == kFloat32),
+           "linear", "a bfloat16 output needs autocast, a float32 input [..., {}] and weight, got input {} ({}) and "
+           "weight {} ({})", weight.dim() == 2 ? weight.size(1) : 0, x.shape(), x.dtype(), weight.shape(), weight.dtype());
+  if (x.is_cuda() && weight.size(1) == 0) return to(linear(x, weight, bias), kBFloat16);
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  detail::check_same_device("linear", x, "input", weight, "weight");
+  if (bias.defined()) detail::check_same_device("linear", x, "input", bias, "bias");
+  return linear_fused(x, weight, bias, false, out_shape, kBFloat16);
+}
+}  // namespace detail
+
 
 }  // namespace tg

@@ -3,6 +3,8 @@
 // pack follows in-place changes and optimizer steps; the results do not depend on the thread count.
 #include "test_util.h"
 
+#include "ops/autocast_internal.h"
+
 namespace tgt {
 namespace {
 
@@ -140,6 +142,54 @@ TEST(Autocast, FusedLinearEqualsMatmulThenBiasAct) {
 // An optimizer step remakes, at once, the packs of each weight it updates that served a product
 // (refresh_autocast_packs): the next forward and backward equal those of a copy of the model whose
 // packs are made afresh, bit for bit, with SGD and AdamW, over several steps.
+// GPU autocast's bfloat16 chain around attention (ops/autocast_internal.h), on the CPU: a bfloat16
+// input meets a float32 weight as its float32 copy would (its gradient in bfloat16), and a linear
+// with a bfloat16 output is the float32 one with the bias rounded, rounded once — forward and
+// gradients bit for bit against those explicit casts.
+TEST(Autocast, BFloat16InputsAndOutputsOfALinearAreItsExplicitCasts) {
+  tg::manual_seed(5);
+  const Tensor x32 = tg::randn({3, 7, 24}), w0 = tg::randn({10, 24}), b0 = tg::randn({10}), r = tg::randn({3, 7, 10});
+  const Tensor x16 = x32.to(tg::kBFloat16);
+  auto leaves = [&](const Tensor& b) {
+    return std::vector<Tensor>{w0.clone().requires_grad_(), b.clone().requires_grad_()};
+  };
+  for (tg::Activation act : {tg::Activation::kIdentity, tg::Activation::kRelu}) {
+    tg::AutocastGuard autocast(tg::kBFloat16);
+    std::vector<Tensor> p = leaves(b0), q = leaves(b0);
+    Tensor x = x16.clone().requires_grad_(), xr = x16.to(tg::kFloat32).requires_grad_();
+    const Tensor y = tg::linear(x, p[0], p[1], act), want = tg::linear(xr, q[0], q[1], act);
+    EXPECT_EQ(y.dtype(), tg::kFloat32);
+    EXPECT_TRUE(close(y, want, 0, 0));
+    tg::sum(y * r).backward();
+    tg::sum(want * r).backward();
+    EXPECT_EQ(x.grad().dtype(), tg::kBFloat16);
+    EXPECT_TRUE(close(x.grad(), xr.grad().to(tg::kBFloat16), 0, 0));
+    EXPECT_TRUE(close(p[0].grad(), q[0].grad(), 0, 0));
+    EXPECT_TRUE(close(p[1].grad(), q[1].grad(), 0, 0));
+  }
+  for (bool bias : {true, false}) {
+    tg::AutocastGuard autocast(tg::kBFloat16);
+    const Tensor b_rounded = b0.to(tg::kBFloat16).to(tg::kFloat32);
+    std::vector<Tensor> p = leaves(b0), q = leaves(b_rounded);
+    Tensor x = x32.clone().requires_grad_(), xr = x32.clone().requires_grad_();
+    const Tensor y = tg::detail::linear_bf16_output(x, p[0], bias ? p[1] : Tensor());
+    const Tensor want = tg::linear(xr, q[0], bias ? q[1] : Tensor()).to(tg::kBFloat16);
+    EXPECT_EQ(y.dtype(), tg::kBFloat16);
+    EXPECT_TRUE(close(y, want, 0, 0));
+    const Tensor r16 = r.to(tg::kBFloat16);
+    tg::sum(tg::mul(y, r16).to(tg::kFloat32)).backward();
+    tg::sum(tg::mul(want, r16).to(tg::kFloat32)).backward();
+    EXPECT_TRUE(close(x.grad(), xr.grad(), 0, 0));
+    EXPECT_TRUE(close(p[0].grad(), q[0].grad(), 0, 0));
+    if (bias) {
+      EXPECT_TRUE(close(p[1].grad(), q[1].grad(), 0, 0));
+    }
+  }
+  // Outside autocast both are one line.
+  EXPECT_TRUE(throws_with([&] { (void)tg::linear(x16, w0); }, {"linear", "different dtypes"}));
+  EXPECT_TRUE(throws_with([&] { (void)tg::detail::linear_bf16_output(x32, w0, b0); }, {"linear", "needs autocast"}));
+}
+
 TEST(Autocast, AnOptimizerStepRemakesTheWeightPacks) {
   for (int adamw = 0; adamw < 2; ++adamw) {
     tg::manual_seed(5);

@@ -208,8 +208,7 @@ void gemm(const GemmArgs& g) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   const Lt& l = lt(g.op);
   DeviceLt& d = device_lt(g.device, g.op);
-  TG_CHECK(g.bias == nullptr || (g.batch == 1 && g.out_type != Scalar::kBF16 && !g.accumulate), g.op,
-           "a bias epilogue takes one product with a float32 or float64 output, not added into C");
+  TG_CHECK(g.bias == nullptr || (g.batch == 1 && !g.accumulate), g.op, "a bias epilogue takes one product, not added into C");
   if (g.K == 0) {  // an empty sum: zeros, or C unchanged (cuBLAS is not asked about k = 0)
     if (g.accumulate) return;
     const size_t elem = g.out_type == Scalar::kF64 ? 8 : g.out_type == Scalar::kBF16 ? 2 : 4;

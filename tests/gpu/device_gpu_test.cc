@@ -887,4 +887,50 @@ TEST(Gpu, ProductsAddTheirGradientsIntoTheGatheredSum) {
   }
 }
 
+// Under autocast a GPU's attention being trained stays in bfloat16 between its projections: Q, K
+// and V come out of their products in bfloat16, the tensor cores read them as they are and W_O
+// takes the heads as they are — no conversion but the input's one bfloat16 copy (shared by Q, K and
+// V) — and the output and every gradient are the CPU's float32 module's within bfloat16's tolerance.
+TEST(Gpu, AutocastAttentionStaysInBFloat16BetweenItsProjections) {
+  TG_NEED_GPU();
+  for (bool causal : {false, true}) {
+    tg::manual_seed(8);
+    tg::MultiHeadAttention cpu(256, 4);  // head size 64
+    tg::manual_seed(8);
+    tg::MultiHeadAttention gpu(256, 4);
+    gpu.to(kGpu);
+    tg::manual_seed(9);
+    const Tensor x = tg::randn({2, 40, 256}), r = tg::randn({2, 40, 256});
+    const tg::AttentionMask m{.causal = causal};
+    Tensor xc = x.clone().requires_grad_();
+    const Tensor want = cpu.forward(xc, xc, m);
+    tg::sum(tg::mul(want, r)).backward();
+    Tensor xg = x.to(kGpu).detach().requires_grad_();
+    Tensor got;
+    uint64_t conversions = 0;
+    bool attended = false;
+    {
+      tg::AutocastGuard autocast(tg::kBFloat16);
+      (void)gpu.forward(xg, xg, m);  // (the weights' bfloat16 copies are made here, and kept)
+      tg::cuda::synchronize();
+      tg::cuda::KernelProfile profile;
+      got = gpu.forward(xg, xg, m);
+      for (const auto& row : profile.table()) {
+        if (row.op == "to") conversions += row.launches;
+        if (row.op == "flash_attention") attended = true;
+      }
+    }
+    EXPECT_TRUE(attended) << causal;
+    EXPECT_EQ(conversions, 1u) << causal;
+    ASSERT_EQ(got.dtype(), tg::kFloat32);
+    tg::sum(tg::mul(got, r.to(kGpu))).backward();
+    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 5e-2) << causal;
+    EXPECT_LE(max_rel_error(xg.grad().to(tg::kCPU), xc.grad()), 5e-2) << causal;
+    const auto pc = cpu.named_parameters(), pg = gpu.named_parameters();
+    ASSERT_EQ(pc.size(), pg.size());
+    for (size_t i = 0; i < pc.size(); ++i)
+      EXPECT_LE(max_rel_error(pg[i].second.grad().to(tg::kCPU), pc[i].second.grad()), 5e-2) << pc[i].first << " " << causal;
+  }
+}
+
 }  // namespace
