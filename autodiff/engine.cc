@@ -113,7 +113,9 @@ class Engine {
         TG_CHECK(grads[i].device() == there, n->name(), "backward produced a gradient on {} for input {}, which is on {}",
                  grads[i].device(), i, there);
         if (anomaly_enabled()) check_finite(grads[i], n->name(), "backward");
-        if (offered && grads[i].same(sinks_[i])) {  // the op added it into the gathered sum itself
+        const bool added = offered && grads[i].same(sinks_[i]);
+        if (offered) sinks_[i] = Tensor();  // (so the sum below may still be made in place)
+        if (added) {  // the op added it into the gathered sum itself
           grads[i] = Tensor();
           if (e.leaf) leaf_done(e.leaf);
           continue;
@@ -136,15 +138,16 @@ class Engine {
 
  private:
   // A gathered gradient the op may add its own into (Node::grad_sink): one nothing else holds, in
-  // float32 or float64 (bfloat16 sums stay out of place, as in accumulate()). Not with create_graph
-  // (the sum must stay differentiable), not for a leaf with hooks or one tg::grad captures (they see
-  // each part), and each sum offered to one input only.
+  // float32 or float64 (bfloat16 sums stay out of place, as in accumulate()), a leaf's only where
+  // its .grad() is on the leaf's device with its shape. Not with create_graph (the sum must stay
+  // differentiable) or in anomaly mode (each op's own gradient is checked), not for a leaf with
+  // hooks or one tg::grad captures (they see each part), and each sum offered to one input only.
   static bool exclusive(const std::shared_ptr<TensorImpl>& t) {
     return t.use_count() == 1 && t->storage && t->storage.use_count() == 1 && !t->requires_grad &&
            (t->dtype == kFloat32 || t->dtype == kFloat64);
   }
   bool offer_sinks(const Node& n) {
-    if (create_) return false;
+    if (create_ || anomaly_enabled()) return false;  // (anomaly mode checks each op's own gradient)
     bool any = false;
     sinks_.assign(n.num_inputs(), Tensor());
     for (size_t i = 0; i < n.num_inputs(); ++i) {
@@ -154,7 +157,8 @@ class Engine {
         auto it = buffer_.find(e.node.get());
         if (it != buffer_.end() && it->second.defined() && exclusive(it->second.impl_ptr())) s = it->second;
       } else if (e.leaf && accumulate_ && e.leaf->grad && e.leaf->hooks.empty() && !leaf_targets_.contains(e.leaf.get()) &&
-                 exclusive(e.leaf->grad)) {
+                 exclusive(e.leaf->grad) && e.leaf->storage && e.leaf->grad->storage->device() == e.leaf->storage->device() &&
+                 e.leaf->grad->shape == e.leaf->shape) {
         s = Tensor(e.leaf->grad);
       }
       if (!s.defined()) continue;

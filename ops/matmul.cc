@@ -353,7 +353,9 @@ namespace {
 // (Identity only: the float32 sums plus the bias rounded to bfloat16, rounded once, as PyTorch's
 // autocast linear returns; the gradient arrives in bfloat16).
 Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Shape& out_shape, DType out) {
-  const int64_t in = w.size(1), features = w.size(0), rows = x.numel() / in;
+  const int64_t in = w.size(1), features = w.size(0);
+  int64_t rows = 1;  // (the leading dimensions' product: in may be 0)
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.size(i);
   const bool autocast = autocast_enabled() && w.dtype() == kFloat32 && (x.dtype() == kFloat32 || x.dtype() == kBFloat16);
   const bool x_bf16 = x.dtype() == kBFloat16, out_bf16 = out == kBFloat16;
   TG_CHECK((!x_bf16 || autocast) && (!out_bf16 || (autocast && !relu)), "linear", "a bfloat16 input needs autocast, a "

@@ -98,6 +98,29 @@ TEST(Autograd, AnOpMayAddItsGradientIntoTheGatheredSum) {
   EXPECT_EQ(offers, 1);
   EXPECT_TRUE(close(x.grad(), {12.0, 12.0}));
 
+  // The sum stays in the first gradient's memory whether the later ops add into it themselves
+  // (twice) or leave it to the engine (mul): `tap` runs first and hands over a fresh gradient.
+  const void* first = nullptr;
+  const void* summed = nullptr;
+  auto tap = [&first](const Tensor& t) {
+    return tg::record("tap", t.detach() * 1.0, {t}, [&first](const Tensor& g, const tg::Node&) {
+      Tensor fresh = g * 1.0;
+      first = fresh.raw_data();
+      return tg::Grads{fresh};
+    });
+  };
+  Tensor y2 = x * 3.0;
+  y2.register_hook([&summed](const Tensor& g) {
+    summed = g.raw_data();
+    return Tensor();
+  });
+  offers = 0;
+  const Tensor l1 = tg::sum(y2 * 2.0), l2 = tg::sum(twice(y2, offers)), l3 = tg::sum(tap(y2));  // (in this order)
+  (l1 + l2 + l3).backward();
+  EXPECT_EQ(offers, 1);
+  EXPECT_NE(first, nullptr);
+  EXPECT_EQ(summed, first);
+
   // Into a leaf's .grad() on the next backward, the same storage updated in place ...
   offers = 0;
   x.zero_grad();

@@ -215,6 +215,15 @@ TEST_F(Gradcheck, ProductsSharingAnInput) {
   }, {x, wq, bq, wk, m}));
 }
 
+TEST_F(Gradcheck, LinearWithNoInputFeatures) {
+  // An empty product: the output is the bias on every row, of any rank.
+  Tensor x = leaf({2, 3, 0}), w = leaf({4, 0}), b = leaf({4});
+  const Tensor y = tg::linear(x, w, b);
+  EXPECT_EQ(y.shape(), (tg::Shape{2, 3, 4}));
+  EXPECT_TRUE(close(y, tg::expand(b, {2, 3, 4}), 0, 0));
+  EXPECT_TRUE(gradcheck_ok([&](const V& in) { return tg::linear(in[0], in[1], in[2]); }, {x, w, b}));
+}
+
 TEST_F(Gradcheck, BiasActivation) {
   using tg::Activation;
   for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {

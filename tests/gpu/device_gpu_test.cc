@@ -854,30 +854,30 @@ TEST(Gpu, ProductsAddTheirGradientsIntoTheGatheredSum) {
   TG_NEED_GPU();
   tg::manual_seed(41);
   const Tensor x = tg::randn({4, 16, 48}), wq = tg::randn({32, 48}), bq = tg::randn({32}), wk = tg::randn({32, 48}),
-               wv = tg::randn({40, 48}), bv = tg::randn({40}), m = tg::randn({48, 24});
+               wv = tg::randn({40, 48}), bv = tg::randn({40}), m = tg::randn({48, 24}), c = tg::randn({4, 16, 32});
   for (bool autocast : {false, true}) {
     auto run = [&](const Device& dev) {
       std::vector<Tensor> p = {x.to(dev).detach(), wq.to(dev).detach(), bq.to(dev).detach(), wk.to(dev).detach(),
                                wv.to(dev).detach(), bv.to(dev).detach()};
       for (Tensor& t : p) t.requires_grad_();
-      const Tensor md = m.to(dev);
+      const Tensor md = m.to(dev), cd = c.to(dev);
       auto step = [&] {
         std::optional<tg::AutocastGuard> guard;
         if (autocast) guard.emplace(tg::kBFloat16);
         const Tensor h = p[0] * 1.0;
-        const Tensor loss = tg::sum(tg::linear(h, p[1], p[2]) * 0.5) + tg::sum(tg::linear(h, p[3]) * tg::linear(h, p[3])) +
+        const Tensor loss = tg::sum(tg::linear(h, p[1], p[2]) * 0.5) + tg::sum(tg::linear(h, p[3]) * cd) +
                             tg::sum(tg::linear(h, p[4], p[5], tg::Activation::kRelu)) + tg::sum(tg::matmul(h, md));
         guard.reset();
         loss.backward();
       };
       step();
       std::vector<Tensor> out;
-      for (const Tensor& t : p) out.push_back(t.grad().to(tg::kCPU));
+      for (const Tensor& t : p) out.push_back(t.grad().to(tg::kCPU).clone());  // (a copy: holding .grad() itself keeps it from being added into)
       const void* before = dev.is_cuda() ? static_cast<const void*>(p[1].grad().cuda_data<float>()) : p[1].grad().raw_data();
       step();
       const void* after = dev.is_cuda() ? static_cast<const void*>(p[1].grad().cuda_data<float>()) : p[1].grad().raw_data();
       EXPECT_EQ(after, before) << dev.str() << (autocast ? " autocast" : "");
-      for (const Tensor& t : p) out.push_back(t.grad().to(tg::kCPU));
+      for (const Tensor& t : p) out.push_back(t.grad().to(tg::kCPU).clone());
       return out;
     };
     const std::vector<Tensor> cpu = run(tg::kCPU), gpu = run(kGpu);
