@@ -6,6 +6,7 @@
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "graph/random.h"
+#include "ops/autocast_internal.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -20,6 +21,14 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, Activation act, double p
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {
+  // Trained under autocast on a GPU: the hidden layer stays bfloat16 from its product (ReLU in the
+  // epilogue) through dropout into the second product (ops/autocast_internal.h).
+  auto trained = [](const Linear& l) { return l.weight.requires_grad() || (l.bias.defined() && l.bias.requires_grad()); };
+  if ((activation == Activation::kRelu || activation == Activation::kIdentity) &&
+      detail::autocast_trains_on_gpu(x, x.requires_grad() || trained(*linear1) || trained(*linear2))) {
+    const Tensor h = detail::linear_bf16_output(x, linear1->weight, linear1->bias, activation == Activation::kRelu);
+    return linear2->forward(dropout->forward(h));
+  }
   // act(x W_1ᵀ + b_1): the bias and activation run fused after the GEMM.
   return linear2->forward(dropout->forward(linear1->forward(x, activation)));
 }

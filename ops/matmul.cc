@@ -358,8 +358,9 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
   for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.size(i);
   const bool autocast = autocast_enabled() && w.dtype() == kFloat32 && (x.dtype() == kFloat32 || x.dtype() == kBFloat16);
   const bool x_bf16 = x.dtype() == kBFloat16, out_bf16 = out == kBFloat16;
-  TG_CHECK((!x_bf16 || autocast) && (!out_bf16 || (autocast && !relu)), "linear", "a bfloat16 input needs autocast, a "
-           "bfloat16 output autocast and no activation (input {}, weight {}, output {})", x.dtype(), w.dtype(), out);
+  TG_CHECK((!x_bf16 || autocast) && (!out_bf16 || (autocast && !x_bf16)), "linear", "a bfloat16 input or output needs "
+           "autocast and a float32 input and weight for a bfloat16 output (input {}, weight {}, output {})", x.dtype(),
+           w.dtype(), out);
   Tensor y = Tensor::empty(out_shape, out, x.device());
   Tensor x2;
   {
@@ -410,11 +411,23 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
     const Tensor x2 = xs_cpu.dim() == 2 ? xs_cpu : reshape(xs_cpu, {rows, w.size(1)});
     Tensor g = g0.dim() == 2 ? g0 : reshape(g0, {rows, D});
     if (out_bf16 && !keep_bf16) g = to(g, kFloat32);
+    // The output as the backward reads it for ReLU's y > 0 (a bfloat16 output, on the CPU, as float32).
+    auto output = [&] { return out_bf16 && !keep_bf16 ? to(n.output(), kFloat32) : n.output(); };
     Tensor d;
     Tensor gb;
-    if (out_bf16 && keep_bf16) {  // a bfloat16 gradient: the products read it as it is; the bias's sums in float32
-      d = g;
-      if (n.needs(2)) gb = sum_to(to(d, kFloat32), bias.shape());
+    if (out_bf16 && keep_bf16) {  // a bfloat16 gradient, read by the products as it is
+      if (relu) {  // d = g where y > 0, in bfloat16
+        d = Tensor::empty(g.shape(), kBFloat16, g.device());
+        cuda_ops::relu_backward_bf16(g.device().index, "linear", detail::gpu_ptr(g), detail::gpu_ptr(n.output()),
+                                     detail::gpu_ptr(d), d.numel());
+      } else {
+        d = g;
+      }
+      if (n.needs(2)) {  // the bias's column sums in float32, as the product 1ᵀ d [1, rows] x [rows, D]
+        gb = Tensor::empty(bias.shape(), kFloat32, g.device());
+        const Tensor ones = full({1, rows}, 1.0, kBFloat16, g.device());
+        gpu_matmul(ones, d, gb, false, false, 1, D, rows, {0}, {0}, /*autocast=*/true);
+      }
     } else if (relu && g.is_cuda() && !grad_enabled()) {  // one pass: d = g where y > 0, then the bias's column sums
       d = Tensor::empty(g.shape(), g.dtype(), g.device());
       if (n.needs(2)) gb = Tensor::empty(bias.shape(), g.dtype(), g.device());
@@ -432,7 +445,7 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
       cuda_ops::bias_act_backward(a, detail::gpu_ptr(g), detail::gpu_ptr(d), gb.defined() ? detail::gpu_ptr(gb) : nullptr,
                                   partial.defined() ? detail::gpu_ptr(partial) : nullptr);
     } else if (grad_enabled() || g.is_cuda()) {  // recorded backward (higher order), or on a GPU: from public ops
-      d = relu ? where(gt(reshape(n.output(), {rows, D}), 0.0), g, 0.0) : g;
+      d = relu ? where(gt(reshape(output(), {rows, D}), 0.0), g, 0.0) : g;
       if (n.needs(2)) gb = sum_to(d, bias.shape());
     } else if (relu) {
       d = Tensor::empty(g.shape(), g.dtype());
@@ -440,7 +453,7 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
       const Tensor zero = zeros({D}, g.dtype());
       dispatch_float(g.dtype(), "linear", [&](auto tag) {
         using T = decltype(tag);
-        kernels::bias_act_backward<T>(g.data<T>(), n.output().data<T>(), zero.data<T>(), d.data<T>(),
+        kernels::bias_act_backward<T>(g.data<T>(), output().data<T>(), zero.data<T>(), d.data<T>(),
                                       gb.defined() ? gb.data<T>() : nullptr, rows, D, kernels::ReluGrad{});
       });
     } else {
@@ -549,17 +562,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
 }
 
 namespace detail {
-Tensor linear_bf16_output(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear_bf16_output(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
   TG_CHECK(autocast_enabled() && x.dtype() == kFloat32 && weight.dtype() == kFloat32 && weight.dim() == 2 &&
                x.dim() >= 1 && x.size(-1) == weight.size(1) && (!bias.defined() || bias.dtype() == kFloat32),
            "linear", "a bfloat16 output needs autocast, a float32 input [..., {}] and weight, got input {} ({}) and "
            "weight {} ({})", weight.dim() == 2 ? weight.size(1) : 0, x.shape(), x.dtype(), weight.shape(), weight.dtype());
-  if (x.is_cuda() && weight.size(1) == 0) return to(linear(x, weight, bias), kBFloat16);
+  if (x.is_cuda() && weight.size(1) == 0) return to(linear(x, weight, bias, relu ? Activation::kRelu : Activation::kIdentity), kBFloat16);
   Shape out_shape = x.shape();
   out_shape.back() = weight.size(0);
   detail::check_same_device("linear", x, "input", weight, "weight");
   if (bias.defined()) detail::check_same_device("linear", x, "input", bias, "bias");
-  return linear_fused(x, weight, bias, false, out_shape, kBFloat16);
+  return linear_fused(x, weight, bias, relu, out_shape, kBFloat16);
 }
 }  // namespace detail
 

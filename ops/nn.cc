@@ -647,7 +647,7 @@ Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshol
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t len = keys.rows ? x.size(x.dim() - 1) : 0, rows = keys.rows ? static_cast<int64_t>(keys.rows->size()) : 0;
   if (x.is_cuda()) {
-    dispatch_float(x.dtype(), "dropout", [](auto) {});
+    if (x.dtype() != kBFloat16) dispatch_float(x.dtype(), "dropout", [](auto) {});  // (bfloat16: computed in float32)
     TG_CHECK(!keys.rows || keys.rows_on_device.defined(), "dropout", "a gradient on {} for a call made on the CPU",
              x.device().str());
     if (keys.rows) detail::check_same_device("dropout", x, "input", keys.rows_on_device, "row keys");
@@ -735,6 +735,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   TG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return mul(x, 0.0);
+  // bfloat16: computed in float32 and rounded once (the same mask; a GPU does it in one kernel).
+  if (x.dtype() == kBFloat16 && !x.is_cuda()) return to(dropout(to(x, kFloat32), p, training), kBFloat16);
   const uint32_t threshold = detail::dropout_threshold(p);
   const double scale = 1.0 / (1.0 - p);
   const detail::DropoutKeys keys = detail::dropout_keys(x.shape(), x.device());

@@ -167,13 +167,15 @@ TEST(Autocast, BFloat16InputsAndOutputsOfALinearAreItsExplicitCasts) {
     EXPECT_TRUE(close(p[0].grad(), q[0].grad(), 0, 0));
     EXPECT_TRUE(close(p[1].grad(), q[1].grad(), 0, 0));
   }
-  for (bool bias : {true, false}) {
+  for (int variant = 0; variant < 3; ++variant) {  // bias, no bias, bias and ReLU
+    const bool bias = variant != 1, relu = variant == 2;
     tg::AutocastGuard autocast(tg::kBFloat16);
     const Tensor b_rounded = b0.to(tg::kBFloat16).to(tg::kFloat32);
     std::vector<Tensor> p = leaves(b0), q = leaves(b_rounded);
     Tensor x = x32.clone().requires_grad_(), xr = x32.clone().requires_grad_();
-    const Tensor y = tg::detail::linear_bf16_output(x, p[0], bias ? p[1] : Tensor());
-    const Tensor want = tg::linear(xr, q[0], bias ? q[1] : Tensor()).to(tg::kBFloat16);
+    const Tensor y = tg::detail::linear_bf16_output(x, p[0], bias ? p[1] : Tensor(), relu);
+    const Tensor want =
+        tg::linear(xr, q[0], bias ? q[1] : Tensor(), relu ? tg::Activation::kRelu : tg::Activation::kIdentity).to(tg::kBFloat16);
     EXPECT_EQ(y.dtype(), tg::kBFloat16);
     EXPECT_TRUE(close(y, want, 0, 0));
     const Tensor r16 = r.to(tg::kBFloat16);
@@ -188,6 +190,23 @@ TEST(Autocast, BFloat16InputsAndOutputsOfALinearAreItsExplicitCasts) {
   // Outside autocast both are one line.
   EXPECT_TRUE(throws_with([&] { (void)tg::linear(x16, w0); }, {"linear", "different dtypes"}));
   EXPECT_TRUE(throws_with([&] { (void)tg::detail::linear_bf16_output(x32, w0, b0); }, {"linear", "needs autocast"}));
+}
+
+// Dropout of a bfloat16 tensor is computed in float32 and rounded once: the float32 mask from the
+// same seed, its gradient the same.
+TEST(Autocast, DropoutOfBFloat16IsItsFloat32DropoutRounded) {
+  tg::manual_seed(3);
+  const Tensor x = tg::randn({5, 64}).to(tg::kBFloat16), r = tg::randn({5, 64}).to(tg::kBFloat16).to(tg::kFloat32);
+  Tensor a = x.clone().requires_grad_(), b = x.to(tg::kFloat32).requires_grad_();
+  tg::manual_seed(11);
+  const Tensor got = tg::dropout(a, 0.3, true);
+  tg::manual_seed(11);
+  const Tensor want = tg::dropout(b, 0.3, true);
+  EXPECT_EQ(got.dtype(), tg::kBFloat16);
+  EXPECT_TRUE(close(got, want.to(tg::kBFloat16), 0, 0));
+  tg::sum(tg::mul(got.to(tg::kFloat32), r)).backward();
+  tg::sum(tg::mul(want, r)).backward();
+  EXPECT_TRUE(close(a.grad(), b.grad().to(tg::kBFloat16), 0, 0));
 }
 
 TEST(Autocast, AnOptimizerStepRemakesTheWeightPacks) {

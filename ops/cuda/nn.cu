@@ -245,6 +245,26 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const u
   }
 }
 
+// bfloat16 (its bits): computed in float32 and rounded once, as the CPU's bfloat16 dropout.
+__global__ void dropout_bf16_kernel(const uint16_t* x, uint16_t* y, int64_t n, int64_t len, const uint64_t* row_keys,
+                                    uint64_t key, int32_t thr31, float scale) {
+  TG_GRID_LOOP(i, n) {
+    uint64_t k = key;
+    uint32_t c = static_cast<uint32_t>(i);
+    if (row_keys != nullptr) {
+      k = row_keys[i / len];
+      c = static_cast<uint32_t>(i % len);
+    }
+    y[i] = math::float_to_bf16(math::dropout_element<float>(math::bf16_to_float(x[i]), c, static_cast<uint32_t>(k),
+                                                            static_cast<uint32_t>(k >> 32), thr31, scale));
+  }
+}
+
+// d = g where y > 0, else 0, all bfloat16 (the backward of a ReLU whose output y was kept).
+__global__ void relu_backward_bf16_kernel(const uint16_t* g, const uint16_t* y, uint16_t* d, int64_t n) {
+  TG_GRID_LOOP(i, n) { d[i] = math::bf16_to_float(y[i]) > 0.0f ? g[i] : uint16_t{0}; }
+}
+
 template <class T>
 __global__ void bias_act_backward_kernel(math::Unary act, const T* g, const T* x, const T* bias, T* dx, int64_t n, int64_t D) {
   TG_GRID_LOOP(i, n) {
@@ -420,6 +440,13 @@ void dropout(const DropoutArgs& a) {
   if (a.n == 0) return;
   cudaStream_t s = stream_of(a.device);
   const int32_t thr31 = static_cast<int32_t>(a.threshold >> 1);
+  if (a.type == Scalar::kBF16) {
+    dropout_bf16_kernel<<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), a.n,
+                                                             a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
+                                                             static_cast<float>(a.scale));
+    cuda_rt::after_launch(a.device, a.op);
+    return;
+  }
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     dropout_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n,
@@ -451,6 +478,13 @@ void bias_act_backward(const BiasActArgs& a, const void* g, void* dx, void* db, 
     }
   });
   cuda_rt::after_launch(a.device, a.op);
+}
+
+void relu_backward_bf16(int device, const char* op, const void* g, const void* y, void* d, int64_t n) {
+  if (n == 0) return;
+  relu_backward_bf16_kernel<<<blocks_for(n), kThreads, 0, stream_of(device)>>>(
+      static_cast<const uint16_t*>(g), static_cast<const uint16_t*>(y), static_cast<uint16_t*>(d), n);
+  cuda_rt::after_launch(device, op);
 }
 
 }  // namespace tg::cuda_ops

@@ -133,6 +133,9 @@ struct DropoutArgs {
   uint32_t threshold = 0;
   double scale = 1;
 };
-void dropout(const DropoutArgs& args);
+void dropout(const DropoutArgs& args);  // float32, float64, or bfloat16 (computed in float32, rounded once)
+
+// d = g where y > 0, else 0, for n bfloat16 elements (a ReLU's backward from its kept output).
+void relu_backward_bf16(int device, const char* op, const void* g, const void* y, void* d, int64_t n);
 
 }  // namespace tg::cuda_ops

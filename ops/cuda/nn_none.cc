@@ -16,4 +16,7 @@ void class_targets(const TargetArgs& a) { detail::fail(a.op, "this tapegrad was 
 void cross_entropy(const CrossEntropyArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void cross_entropy_backward(const CrossEntropyArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
 void dropout(const DropoutArgs& a) { detail::fail(a.op, "this tapegrad was built without CUDA"); }
+void relu_backward_bf16(int, const char* op, const void*, const void*, void*, int64_t) {
+  detail::fail(op, "this tapegrad was built without CUDA");
+}
 }  // namespace tg::cuda_ops

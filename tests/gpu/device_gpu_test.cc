@@ -933,4 +933,54 @@ TEST(Gpu, AutocastAttentionStaysInBFloat16BetweenItsProjections) {
   }
 }
 
+// Under autocast a GPU's feed-forward block being trained keeps its hidden layer in bfloat16: out of
+// the first product (ReLU in the epilogue) through dropout (the CPU's mask) into the second — no
+// conversion but the input's bfloat16 copy — with the CPU's float32 output and gradients within
+// bfloat16's tolerance, ReLU and identity.
+TEST(Gpu, AutocastFeedForwardKeepsItsHiddenLayerInBFloat16) {
+  TG_NEED_GPU();
+  for (tg::Activation act : {tg::Activation::kRelu, tg::Activation::kIdentity}) {
+    tg::manual_seed(21);
+    tg::FeedForward cpu(256, 1024, act, 0.1);
+    tg::manual_seed(21);
+    tg::FeedForward gpu(256, 1024, act, 0.1);
+    gpu.to(kGpu);
+    cpu.train();
+    gpu.train();
+    tg::manual_seed(22);
+    const Tensor x = tg::randn({2, 40, 256}), r = tg::randn({2, 40, 256});
+    Tensor xc = x.clone().requires_grad_();
+    tg::manual_seed(23);
+    const Tensor want = cpu.forward(xc);
+    tg::sum(tg::mul(want, r)).backward();
+    Tensor xg = x.to(kGpu).detach().requires_grad_();
+    Tensor got;
+    uint64_t conversions = 0;
+    bool dropped = false;
+    {
+      tg::AutocastGuard autocast(tg::kBFloat16);
+      (void)gpu.forward(xg);  // (the weights' bfloat16 copies are made here, and kept)
+      tg::cuda::synchronize();
+      tg::manual_seed(23);  // the CPU's dropout mask
+      tg::cuda::KernelProfile profile;
+      got = gpu.forward(xg);
+      for (const auto& row : profile.table()) {
+        if (row.op == "to") conversions += row.launches;
+        if (row.op == "dropout") dropped = true;
+      }
+    }
+    const int a = static_cast<int>(act);
+    EXPECT_TRUE(dropped) << a;
+    EXPECT_EQ(conversions, 1u) << a;
+    ASSERT_EQ(got.dtype(), tg::kFloat32);
+    tg::sum(tg::mul(got, r.to(kGpu))).backward();
+    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 5e-2) << a;
+    EXPECT_LE(max_rel_error(xg.grad().to(tg::kCPU), xc.grad()), 5e-2) << a;
+    const auto pc = cpu.named_parameters(), pg = gpu.named_parameters();
+    ASSERT_EQ(pc.size(), pg.size());
+    for (size_t i = 0; i < pc.size(); ++i)
+      EXPECT_LE(max_rel_error(pg[i].second.grad().to(tg::kCPU), pc[i].second.grad()), 5e-2) << pc[i].first << " " << a;
+  }
+}
+
 }  // namespace
