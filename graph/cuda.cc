@@ -130,7 +130,10 @@ bool allow_tf32() { return g_tf32.load(std::memory_order_relaxed); }
 void set_poison_allocations(bool on) { g_poison.store(on, std::memory_order_relaxed); }
 bool poison_allocations() { return g_poison.load(std::memory_order_relaxed); }
 void* stream(int device) { return cuda_rt::stream(device); }
-void check_launch(const char* op, int device) { cuda_rt::after_launch(device, op); }
+void check_launch(const char* op, int device) {
+  cuda_rt::count_launch();  // (the caller's kernel)
+  cuda_rt::after_launch(device, op);
+}
 
 std::vector<OpTime> op_time_table(const std::vector<std::pair<std::string, double>>& launches) {
   std::map<std::string, OpTime> by_op;

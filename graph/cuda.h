@@ -61,7 +61,8 @@ bool sync_debug();
 // -1 in int64), so that a kernel that skips an element of its output shows (also TG_CUDA_POISON=1).
 void set_poison_allocations(bool on);
 bool poison_allocations();
-// Kernels launched so far by tapegrad, all devices (tests check an op really ran on the GPU).
+// Kernels (and copies, fills, cuBLASLt calls) launched so far by tapegrad, all devices, each kernel
+// of an op counted (tests check an op really ran on the GPU; benchmarks count kernels a step).
 uint64_t kernel_launches();
 
 // Times the host has waited for a GPU so far (synchronize, item, to_vector, copies to the CPU),

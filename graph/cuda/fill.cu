@@ -19,7 +19,7 @@ void launch(void* dst, size_t count, uint64_t bits, cudaStream_t s) {
   constexpr unsigned kThreads = 256;
   const size_t blocks = (count + kThreads - 1) / kThreads;
   const unsigned grid = static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
-  fill_kernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(dst), count, static_cast<T>(bits));
+  fill_kernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(dst), count, static_cast<T>(bits)), cuda_rt::count_launch();
 }
 
 }  // namespace

@@ -39,8 +39,11 @@ void poison_bytes(int device, void* dst, size_t bytes, const char* op);
 
 void synchronize(int device, const char* op);
 void* stream(int device);
-// After a kernel launch: counts it, checks cudaGetLastError, and in sync-debug mode waits for the
-// kernel. Throws one line naming op on failure.
+// Counts one kernel (or copy, fill, cuBLASLt call) queued: each launch site calls it right after
+// its launch, so an op of several kernels counts each (tg::cuda::kernel_launches()).
+void count_launch();
+// After an op's launches: checks cudaGetLastError, and in sync-debug mode waits for the kernels.
+// Throws one line naming op on failure.
 void after_launch(int device, const char* op);
 // A cudaError_t (as an int) returned by a CUDA library call made for `op` (CUB): one line if not success.
 void check_status(int error, int device, const char* op, const char* what);

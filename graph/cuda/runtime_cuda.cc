@@ -200,6 +200,7 @@ void copy_to_device(int device, void* dst, const void* src, size_t bytes, const 
   // caller may free it; the copy is ordered on the stream.
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, devices()[device].stream), device, op,
         "copy to the GPU");
+  count_launch();
   after_launch(device, op);
 }
 
@@ -266,6 +267,7 @@ void copy_rows_on_device(int device, void* dst, size_t dst_pitch, const void* sr
       check(cudaMemcpyAsync(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
                             row_bytes, cudaMemcpyDeviceToDevice, devices()[device].stream), device, op, "copy on the GPU");
   }
+  count_launch();
   after_launch(device, op);
 }
 
@@ -274,6 +276,7 @@ void copy_on_device(int device, void* dst, const void* src, size_t bytes, const 
   if (bytes == 0) return;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, devices()[device].stream), device, op,
         "copy on the GPU");
+  count_launch();
   after_launch(device, op);
 }
 
@@ -281,6 +284,7 @@ void fill_bytes(int device, void* dst, size_t bytes, int value, const char* op) 
   use_device(device, op);
   if (bytes == 0) return;
   check(cudaMemsetAsync(dst, value, bytes, devices()[device].stream), device, op, "memset");
+  count_launch();
   after_launch(device, op);
 }
 
@@ -361,8 +365,9 @@ std::vector<ProfileMark> profile_end(int device, const char* op) {
   return out;
 }
 
+void count_launch() { g_launches.fetch_add(1, std::memory_order_relaxed); }
+
 void after_launch(int device, const char* op) {
-  g_launches.fetch_add(1, std::memory_order_relaxed);
   check(cudaGetLastError(), device, op, "launch");
   if (g_sync_debug.load(std::memory_order_relaxed)) {
     check(cudaStreamSynchronize(devices()[device].stream), device, op, "the kernel (sync-debug mode)");

@@ -30,6 +30,7 @@ void fill_bytes(int, void*, size_t, int, const char* op) { refuse(op); }
 void poison_bytes(int, void*, size_t, const char* op) { refuse(op); }
 void synchronize(int, const char* op) { refuse(op); }
 void* stream(int) { refuse("stream"); }
+void count_launch() {}
 void after_launch(int, const char* op) { refuse(op); }
 uint64_t launches() { return 0; }
 void profile_begin(int, const char* op) { refuse(op); }

@@ -142,12 +142,12 @@ void attention(const AttentionArgs& a) {
     attention_rows<double><<<grid, kRowThreads, 0, s>>>(static_cast<const double*>(a.q), static_cast<const double*>(a.k),
                                                      static_cast<const double*>(a.v), static_cast<double*>(a.out),
                                                      static_cast<double*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group, a.n,
-                                                     a.scale, a.drop_scale, m);
+                                                     a.scale, a.drop_scale, m), cuda_rt::count_launch();
   } else {
     attention_rows<float><<<grid, kRowThreads, 0, s>>>(static_cast<const float*>(a.q), static_cast<const float*>(a.k),
                                                     static_cast<const float*>(a.v), static_cast<float*>(a.out),
                                                     static_cast<float*>(a.lse), a.T, a.S, a.rows, a.d, a.dv, a.group, a.n,
-                                                    static_cast<float>(a.scale), static_cast<float>(a.drop_scale), m);
+                                                    static_cast<float>(a.scale), static_cast<float>(a.drop_scale), m), cuda_rt::count_launch();
   }
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -160,11 +160,11 @@ void rope(const RopeArgs& a) {
   if (a.type == Scalar::kF64) {
     rope_kernel<double><<<blocks, 256, 0, s>>>(static_cast<const double*>(a.x), static_cast<const double*>(a.cos),
                                                static_cast<const double*>(a.sin), static_cast<double*>(a.y), a.rows, a.T,
-                                               a.h, a.sign);
+                                               a.h, a.sign), cuda_rt::count_launch();
   } else {
     rope_kernel<float><<<blocks, 256, 0, s>>>(static_cast<const float*>(a.x), static_cast<const float*>(a.cos),
                                               static_cast<const float*>(a.sin), static_cast<float*>(a.y), a.rows, a.T, a.h,
-                                              static_cast<float>(a.sign));
+                                              static_cast<float>(a.sign)), cuda_rt::count_launch();
   }
   cuda_rt::after_launch(a.device, a.op);
 }

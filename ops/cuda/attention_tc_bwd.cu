@@ -363,16 +363,16 @@ template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
   constexpr int kWarps = 4, kBrK = D == 128 ? 32 : 64;  // (dK and dV's query tile: fewer registers at D = 128)
   constexpr int kPitch = D + 8;
-  if (p.T > 0) delta_kernel<D><<<blocks_for(p.n * p.T * 32), 256, 0, stream>>>(p);
+  if (p.T > 0) delta_kernel<D><<<blocks_for(p.n * p.T * 32), 256, 0, stream>>>(p), cuda_rt::count_launch();
   const int kv_bytes = (2 * 16 * kWarps + 4 * kBrK) * kPitch * 2 + 4 * kBrK * 4;
   allow_shared(dk_dv_kernel<D, kWarps, kBrK>, kv_bytes);
   if (p.rows > 0)
     dk_dv_kernel<D, kWarps, kBrK><<<grid_of((p.rows + 16 * kWarps - 1) / (16 * kWarps), p.n / p.group), kWarps * 32,
-                                  kv_bytes, stream>>>(p);
+                                  kv_bytes, stream>>>(p), cuda_rt::count_launch();
   const int q_bytes = (2 * 16 * kWarps + 4 * 64) * kPitch * 2;
   allow_shared(dq_kernel<D, kWarps>, q_bytes);
   if (p.T > 0)
-    dq_kernel<D, kWarps><<<grid_of((p.T + 16 * kWarps - 1) / (16 * kWarps), p.n), kWarps * 32, q_bytes, stream>>>(p);
+    dq_kernel<D, kWarps><<<grid_of((p.T + 16 * kWarps - 1) / (16 * kWarps), p.n), kWarps * 32, q_bytes, stream>>>(p), cuda_rt::count_launch();
 }
 
 }  // namespace

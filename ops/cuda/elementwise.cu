@@ -114,7 +114,7 @@ void unary(const UnaryArgs& a) {
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     unary_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(a.f, static_cast<const T*>(a.x), static_cast<T*>(a.out), a.n,
-                                                         static_cast<T>(a.a), static_cast<T>(a.b));
+                                                         static_cast<T>(a.a), static_cast<T>(a.b)), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -125,7 +125,7 @@ void binary(const BinaryArgs& a) {
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     binary_kernel<T><<<blocks_for(a.plan.numel), kThreads, 0, s>>>(a.f, a.plan, static_cast<const T*>(a.in[0]),
-                                                                   static_cast<const T*>(a.in[1]), static_cast<T*>(a.out));
+                                                                   static_cast<const T*>(a.in[1]), static_cast<T*>(a.out)), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -139,7 +139,7 @@ void compare(const CompareArgs& a) {
       return;  // compared as float32 (ops/elementwise.cc converts first)
     } else {
       compare_kernel<T><<<blocks_for(a.plan.numel), kThreads, 0, s>>>(a.f, a.plan, static_cast<const T*>(a.in[0]),
-                                                                      static_cast<const T*>(a.in[1]), a.out);
+                                                                      static_cast<const T*>(a.in[1]), a.out), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -147,7 +147,7 @@ void compare(const CompareArgs& a) {
 
 void logical_not(int device, const char* op, const bool* x, bool* out, int64_t n) {
   if (n == 0) return;
-  not_kernel<<<blocks_for(n), kThreads, 0, stream_of(device)>>>(x, out, n);
+  not_kernel<<<blocks_for(n), kThreads, 0, stream_of(device)>>>(x, out, n), cuda_rt::count_launch();
   cuda_rt::after_launch(device, op);
 }
 
@@ -159,7 +159,7 @@ void cast(const CastArgs& a) {
       using From = decltype(from);
       using To = decltype(to);
       cast_kernel<From, To><<<blocks_for(a.n), kThreads, 0, s>>>(
-          static_cast<const typename Storage<From>::type*>(a.x), static_cast<typename Storage<To>::type*>(a.out), a.n);
+          static_cast<const typename Storage<From>::type*>(a.x), static_cast<typename Storage<To>::type*>(a.out), a.n), cuda_rt::count_launch();
     });
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -172,10 +172,10 @@ void where(const WhereArgs& a) {
     using T = decltype(tag);
     if (a.scalar) {
       masked_fill_kernel<T><<<blocks_for(a.plan.numel), kThreads, 0, s>>>(a.plan, a.cond, static_cast<const T*>(a.a),
-                                                                          static_cast<T>(a.value), static_cast<T*>(a.out));
+                                                                          static_cast<T>(a.value), static_cast<T*>(a.out)), cuda_rt::count_launch();
     } else {
       where_kernel<T><<<blocks_for(a.plan.numel), kThreads, 0, s>>>(a.plan, a.cond, static_cast<const T*>(a.a),
-                                                                    static_cast<const T*>(a.b), static_cast<T*>(a.out));
+                                                                    static_cast<const T*>(a.b), static_cast<T*>(a.out)), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);

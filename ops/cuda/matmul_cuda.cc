@@ -232,6 +232,7 @@ void gemm(const GemmArgs& g) {
                     f64 ? static_cast<const void*>(g.accumulate ? &one64 : &zero64) : (g.accumulate ? &one32 : &zero32),
                     g.C, p.c, g.C, p.c, &p.algo, d.workspace, kWorkspace, s),
         g.op, "matmul");
+  cuda_rt::count_launch();
   cuda_rt::after_launch(g.device, g.op);
 }
 

@@ -301,10 +301,10 @@ void softmax(const SoftmaxArgs& a) {
     if (a.inner == 1) {
       for (int64_t o = 0; o < a.outer; o += 65535) {
         const int64_t rows = a.outer - o < 65535 ? a.outer - o : 65535;
-        softmax_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(a.log, x + o * a.D, y + o * a.D, a.D);
+        softmax_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(a.log, x + o * a.D, y + o * a.D, a.D), cuda_rt::count_launch();
       }
     } else {
-      softmax_columns<T><<<blocks_for(a.outer * a.inner), kThreads, 0, s>>>(a.log, x, y, a.outer, a.D, a.inner);
+      softmax_columns<T><<<blocks_for(a.outer * a.inner), kThreads, 0, s>>>(a.log, x, y, a.outer, a.D, a.inner), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -320,10 +320,10 @@ void softmax_backward(const SoftmaxArgs& a, const void* g) {
     T* dx = static_cast<T*>(a.y);
     if (a.inner == 1) {
       by_row_chunks(a.outer, [&](int64_t o, unsigned n) {
-        softmax_backward_rows<T><<<n, kRowThreads, 0, s>>>(a.log, y + o * a.D, gt + o * a.D, dx + o * a.D, a.D);
+        softmax_backward_rows<T><<<n, kRowThreads, 0, s>>>(a.log, y + o * a.D, gt + o * a.D, dx + o * a.D, a.D), cuda_rt::count_launch();
       });
     } else {
-      softmax_backward_columns<T><<<blocks_for(a.outer * a.inner), kThreads, 0, s>>>(a.log, y, gt, dx, a.outer, a.D, a.inner);
+      softmax_backward_columns<T><<<blocks_for(a.outer * a.inner), kThreads, 0, s>>>(a.log, y, gt, dx, a.outer, a.D, a.inner), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -339,7 +339,7 @@ void norm(const NormArgs& a) {
       norm_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(
           a.rms, static_cast<const T*>(a.x) + r * a.D, static_cast<const T*>(a.w), static_cast<const T*>(a.b),
           static_cast<T*>(a.y) + r * a.D, a.rms ? nullptr : static_cast<T*>(a.mean) + r, static_cast<T*>(a.rstd) + r, a.D,
-          static_cast<T>(a.eps));
+          static_cast<T>(a.eps)), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -366,7 +366,7 @@ void norm_backward(const NormBackwardArgs& a) {
       by_row_chunks(a.rows, [&](int64_t r, unsigned n) {
         norm_backward_rows<T><<<n, kRowThreads, 0, s>>>(a.rms, x + r * a.D, g + r * a.D, static_cast<const T*>(a.w),
                                                         a.rms ? nullptr : mean + r, rstd + r, static_cast<T*>(a.gx) + r * a.D,
-                                                        a.D);
+                                                        a.D), cuda_rt::count_launch();
       });
     }
     if (a.gw != nullptr || a.gb != nullptr) {
@@ -375,9 +375,9 @@ void norm_backward(const NormBackwardArgs& a) {
       T* pb = pw + chunks * a.D;
       const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.D + kThreads - 1) / kThreads));
       norm_param_partials<T><<<grid, kThreads, 0, s>>>(a.rms, x, g, mean, rstd, a.gw != nullptr ? pw : nullptr,
-                                                       a.gb != nullptr ? pb : nullptr, a.rows, a.D);
+                                                       a.gb != nullptr ? pb : nullptr, a.rows, a.D), cuda_rt::count_launch();
       norm_param_finish<T><<<blocks_for(a.D), kThreads, 0, s>>>(pw, pb, static_cast<T*>(a.gw), static_cast<T*>(a.gb),
-                                                                chunks, a.D);
+                                                                chunks, a.D), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -390,7 +390,7 @@ void bias_act(const BiasActArgs& a) {
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     bias_act_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(a.act, static_cast<const T*>(a.x), static_cast<const T*>(a.bias),
-                                                          static_cast<T*>(a.y), n, a.D);
+                                                          static_cast<T*>(a.y), n, a.D), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -402,7 +402,7 @@ void class_targets(const TargetArgs& a) {
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     class_targets_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(a.target, a.safe, static_cast<T*>(a.valid), a.n, a.C,
-                                                                 a.ignore_index, flag, a.op);
+                                                                 a.ignore_index, flag, a.op), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -415,7 +415,7 @@ void cross_entropy(const CrossEntropyArgs& a) {
     by_row_chunks(a.rows, [&](int64_t r, unsigned n) {
       cross_entropy_rows<T><<<n, kRowThreads, 0, s>>>(static_cast<const T*>(a.x) + r * a.C, a.target + r,
                                                       static_cast<const T*>(a.valid) + r, static_cast<T*>(a.loss) + r,
-                                                      static_cast<T*>(a.lse) + r, a.C, static_cast<T>(a.eps));
+                                                      static_cast<T*>(a.lse) + r, a.C, static_cast<T>(a.eps)), cuda_rt::count_launch();
     });
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -430,7 +430,7 @@ void cross_entropy_backward(const CrossEntropyArgs& a) {
       cross_entropy_backward_rows<T><<<n, kRowThreads, 0, s>>>(
           static_cast<const T*>(a.x) + r * a.C, static_cast<const T*>(a.lse) + r, a.target + r,
           static_cast<const T*>(a.valid) + r, static_cast<const T*>(a.g) + r, static_cast<T*>(a.dx) + r * a.C, a.C,
-          static_cast<T>(a.eps));
+          static_cast<T>(a.eps)), cuda_rt::count_launch();
     });
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -443,7 +443,7 @@ void dropout(const DropoutArgs& a) {
   if (a.type == Scalar::kBF16) {
     dropout_bf16_kernel<<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), a.n,
                                                              a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
-                                                             static_cast<float>(a.scale));
+                                                             static_cast<float>(a.scale)), cuda_rt::count_launch();
     cuda_rt::after_launch(a.device, a.op);
     return;
   }
@@ -451,7 +451,7 @@ void dropout(const DropoutArgs& a) {
     using T = decltype(tag);
     dropout_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n,
                                                            a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
-                                                           static_cast<T>(a.scale));
+                                                           static_cast<T>(a.scale)), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -467,14 +467,14 @@ void bias_act_backward(const BiasActArgs& a, const void* g, void* dx, void* db, 
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     bias_act_backward_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(a.act, static_cast<const T*>(g), static_cast<const T*>(a.x),
-                                                                   static_cast<const T*>(a.bias), static_cast<T*>(dx), n, a.D);
+                                                                   static_cast<const T*>(a.bias), static_cast<T*>(dx), n, a.D), cuda_rt::count_launch();
     if (db != nullptr) {  // column sums of dx, as the norms' bias gradient
       const int64_t chunks = (a.rows + kNormChunk - 1) / kNormChunk;
       T* pb = static_cast<T*>(partial);
       const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.D + kThreads - 1) / kThreads));
       norm_param_partials<T><<<grid, kThreads, 0, s>>>(true, nullptr, static_cast<const T*>(dx), nullptr, nullptr, nullptr, pb,
-                                                       a.rows, a.D);
-      norm_param_finish<T><<<blocks_for(a.D), kThreads, 0, s>>>(nullptr, pb, nullptr, static_cast<T*>(db), chunks, a.D);
+                                                       a.rows, a.D), cuda_rt::count_launch();
+      norm_param_finish<T><<<blocks_for(a.D), kThreads, 0, s>>>(nullptr, pb, nullptr, static_cast<T*>(db), chunks, a.D), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -483,7 +483,7 @@ void bias_act_backward(const BiasActArgs& a, const void* g, void* dx, void* db, 
 void relu_backward_bf16(int device, const char* op, const void* g, const void* y, void* d, int64_t n) {
   if (n == 0) return;
   relu_backward_bf16_kernel<<<blocks_for(n), kThreads, 0, stream_of(device)>>>(
-      static_cast<const uint16_t*>(g), static_cast<const uint16_t*>(y), static_cast<uint16_t*>(d), n);
+      static_cast<const uint16_t*>(g), static_cast<const uint16_t*>(y), static_cast<uint16_t*>(d), n), cuda_rt::count_launch();
   cuda_rt::after_launch(device, op);
 }
 

@@ -170,11 +170,11 @@ void optimizer_step(const OptimArgs& a) {
     if (a.adam) {
       adam_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.table, map, static_cast<T>(a.b1), static_cast<T>(a.b2),
                                                         static_cast<T>(a.eps), static_cast<T>(a.wd_l2),
-                                                        static_cast<T>(a.decay), a.skip_flag);
+                                                        static_cast<T>(a.decay), a.skip_flag), cuda_rt::count_launch();
     } else {
       sgd_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.table, map, static_cast<T>(a.lr), static_cast<T>(a.wd),
                                                        static_cast<T>(a.mu), static_cast<T>(a.dampening), a.nesterov,
-                                                       a.skip_flag);
+                                                       a.skip_flag), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -190,11 +190,11 @@ void grad_norm(const GradNormArgs& a) {
     for (int k = 0; k < a.table_count; ++k) {
       const BlockMap map = block_map(a.tables[k]);
       if (grid_of(map) == 0) continue;
-      sum_squares_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.tables[k], map, a.partial + offset);
+      sum_squares_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.tables[k], map, a.partial + offset), cuda_rt::count_launch();
       offset += grid_of(map);
     }
   });
-  finish_norm_kernel<<<1, kThreads, 0, s>>>(a.partial, offset, a.norm, a.max_norm, a.scale, a.coef, a.flag, a.step);
+  finish_norm_kernel<<<1, kThreads, 0, s>>>(a.partial, offset, a.norm, a.max_norm, a.scale, a.coef, a.flag, a.step), cuda_rt::count_launch();
   cuda_rt::after_launch(a.device, a.op);
 }
 
@@ -203,7 +203,7 @@ void scale_grads(int device, const char* op, Scalar type, const OptimTable& tabl
   if (grid_of(map) == 0) return;
   float_types(type, [&](auto tag) {
     using T = decltype(tag);
-    scale_kernel<T><<<grid_of(map), kThreads, 0, stream_of(device)>>>(table, map, coef);
+    scale_kernel<T><<<grid_of(map), kThreads, 0, stream_of(device)>>>(table, map, coef), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(device, op);
 }
@@ -212,7 +212,7 @@ void check_finite(int device, const char* op, Scalar type, const void* x, int64_
   if (n == 0) return;
   float_types(type, [&](auto tag) {
     using T = decltype(tag);
-    check_finite_kernel<T><<<1, kThreads, 0, stream_of(device)>>>(static_cast<const T*>(x), n, flag, step);
+    check_finite_kernel<T><<<1, kThreads, 0, stream_of(device)>>>(static_cast<const T*>(x), n, flag, step), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(device, op);
 }

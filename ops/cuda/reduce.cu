@@ -159,7 +159,7 @@ void reduce(const ReduceArgs& a) {
     auto rows = [&](const T* src, T* dst, int64_t R, int64_t chunk, int64_t chunks, int64_t blocks) {
       for (int64_t b = 0; b < blocks; b += 65535) {
         const int64_t nb = blocks - b < 65535 ? blocks - b : 65535;
-        reduce_rows<T><<<static_cast<unsigned>(nb), kRowThreads, 0, s>>>(a.f, src, dst, R, chunk, chunks, b);
+        reduce_rows<T><<<static_cast<unsigned>(nb), kRowThreads, 0, s>>>(a.f, src, dst, R, chunk, chunks, b), cuda_rt::count_launch();
       }
     };
     if (a.inner == 1 && a.R > 1) {
@@ -173,10 +173,10 @@ void reduce(const ReduceArgs& a) {
     } else if (split) {  // pieces of each column, then each column's pieces in order
       T* part = static_cast<T*>(a.scratch);
       reduce_column_pieces<T><<<blocks_for(plan.scratch), kThreads, 0, s>>>(a.f, x, part, a.outer, a.R, a.inner,
-                                                                             plan.chunk, plan.chunks);
-      reduce_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.f, part, out, a.outer, plan.chunks, a.inner);
+                                                                             plan.chunk, plan.chunks), cuda_rt::count_launch();
+      reduce_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.f, part, out, a.outer, plan.chunks, a.inner), cuda_rt::count_launch();
     } else {
-      reduce_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.f, x, out, a.outer, a.R, a.inner);
+      reduce_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.f, x, out, a.outer, a.R, a.inner), cuda_rt::count_launch();
     }
   };
   if (a.type == Scalar::kF64) run(double{});
@@ -195,10 +195,10 @@ void arg_reduce(const ArgReduceArgs& a) {
     if (a.inner == 1) {
       for (int64_t o = 0; o < a.outer; o += 65535) {
         const int64_t rows = a.outer - o < 65535 ? a.outer - o : 65535;
-        arg_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(a.max, x + o * a.R, values + o, a.indices + o, a.R);
+        arg_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(a.max, x + o * a.R, values + o, a.indices + o, a.R), cuda_rt::count_launch();
       }
     } else {
-      arg_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.max, x, values, a.indices, a.outer, a.R, a.inner);
+      arg_columns<T><<<blocks_for(n), kThreads, 0, s>>>(a.max, x, values, a.indices, a.outer, a.R, a.inner), cuda_rt::count_launch();
     }
   };
   if (a.type == Scalar::kF64) run(double{});

@@ -179,7 +179,7 @@ void strided_copy(const CopyArgs& a) {
   cudaStream_t s = stream_of(a.device);
   by_size(a.elem_bytes, [&](auto tag) {
     using T = decltype(tag);
-    copy_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(l, n, static_cast<const T*>(a.src), static_cast<T*>(a.dst), a.scatter);
+    copy_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(l, n, static_cast<const T*>(a.src), static_cast<T*>(a.dst), a.scatter), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -192,7 +192,7 @@ void index_select(const IndexSelectArgs& a) {
   by_size(a.elem_bytes, [&](auto tag) {
     using T = decltype(tag);
     index_select_kernel<T><<<blocks_for(total), kThreads, 0, s>>>(static_cast<const T*>(a.src), static_cast<T*>(a.dst),
-                                                                  a.index, a.n, a.R, a.inner, total, flag, a.op);
+                                                                  a.index, a.n, a.R, a.inner, total, flag, a.op), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -211,7 +211,7 @@ void gather(const GatherArgs& a) {
   by_size(a.elem_bytes, [&](auto tag) {
     using T = decltype(tag);
     gather_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(l, a.dim, a.limit, n, static_cast<const T*>(a.src),
-                                                        static_cast<T*>(a.dst), a.index, flag, a.op);
+                                                        static_cast<T*>(a.dst), a.index, flag, a.op), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }
@@ -245,14 +245,15 @@ void scatter_add(const ScatterAddArgs& a) {
       int64_t* keys = keys_in + a.n;
       int64_t* pos_in = keys + a.n;
       int64_t* pos = pos_in + a.n;
-      sort_keys_kernel<<<blocks_for(a.n), kThreads, 0, s>>>(a.index, a.n, a.R, keys_in, pos_in, flag, a.op);
+      sort_keys_kernel<<<blocks_for(a.n), kThreads, 0, s>>>(a.index, a.n, a.R, keys_in, pos_in, flag, a.op), cuda_rt::count_launch();
       cuda_rt::check_status(static_cast<int>(cub::DeviceRadixSort::SortPairs(cub_temp, cub_bytes, keys_in, keys, pos_in,
                                                                              pos, a.n, 0, key_bits(a.R), s)),
                             a.device, a.op, "the index sort");
+      cuda_rt::count_launch();  // (CUB's sort: counted as one)
       const int64_t total = a.outer * a.n * a.inner;
       sorted_runs_kernel<T><<<blocks_for(total), kThreads, 0, s>>>(keys, pos, static_cast<const T*>(a.src),
                                                                    static_cast<T*>(a.dst), a.outer, a.n, a.inner, a.R,
-                                                                   static_cast<T>(a.alpha));
+                                                                   static_cast<T>(a.alpha)), cuda_rt::count_launch();
       return;
     }
     if (a.rank == 0) {
@@ -260,7 +261,7 @@ void scatter_add(const ScatterAddArgs& a) {
       if (cols == 0 || a.n == 0) return;
       index_add_columns<T><<<blocks_for(cols), kThreads, 0, s>>>(static_cast<const T*>(a.src), static_cast<T*>(a.dst),
                                                                  a.index, a.outer, a.n, a.inner, a.R,
-                                                                 static_cast<T>(a.alpha), flag, a.op);
+                                                                 static_cast<T>(a.alpha), flag, a.op), cuda_rt::count_launch();
       return;
     }
     ScatterLayout l{a.rank, a.dim, {}, {}, {}};
@@ -274,7 +275,7 @@ void scatter_add(const ScatterAddArgs& a) {
     }
     if (cols == 0 || a.size[a.dim] == 0) return;
     scatter_add_columns<T><<<blocks_for(cols), kThreads, 0, s>>>(l, cols, a.R, static_cast<const T*>(a.src),
-                                                                 static_cast<T*>(a.dst), a.index, flag, a.op);
+                                                                 static_cast<T*>(a.dst), a.index, flag, a.op), cuda_rt::count_launch();
   };
   if (a.type == Scalar::kF64) run(double{});
   else run(float{});
