@@ -144,10 +144,8 @@ void gpu_matmul(const Tensor& a0, const Tensor& b0, const Tensor& out, bool ta, 
   g.trans_a = ta;
   g.trans_b = tb;
   g.accumulate = accumulate;
-  if (bias.defined()) {  // a linear layer's bias (and ReLU) in cuBLASLt's epilogue: one product
-    g.bias = detail::gpu_ptr(bias);
-    g.relu = relu;
-  }
+  g.relu = relu;  // a linear layer's bias and ReLU in cuBLASLt's epilogue: one product
+  if (bias.defined()) g.bias = detail::gpu_ptr(bias);
   const int64_t nb = static_cast<int64_t>(aoff.size());
   auto uniform = [nb](const std::vector<int64_t>& off) {
     const int64_t step = nb > 1 ? off[1] - off[0] : 0;
@@ -504,8 +502,12 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
 
 namespace detail {
 Tensor gpu_bf16_copy(const Tensor& w) {
+  // (An optimizer asks right after bumping w's version for its step: a copy current before the bump
+  // is rewritten by the update; a stale one is left to be remade at its next product, so an update
+  // the non-finite flag skips never leaves a stale copy marked fresh.)
   if (!whole_weight(w)) return Tensor();
-  auto c = std::static_pointer_cast<const Tensor>(w.impl().storage->derived_any(kGpuBf16Slot));
+  const Storage& st = *w.impl().storage;
+  auto c = std::static_pointer_cast<const Tensor>(st.derived(kGpuBf16Slot, gpu_bf16_key(st.version() - 1)));
   return c && c->shape() == w.shape() ? *c : Tensor();
 }
 void mark_gpu_bf16_copy_fresh(const Tensor& w) {

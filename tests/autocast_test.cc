@@ -167,8 +167,8 @@ TEST(Autocast, BFloat16InputsAndOutputsOfALinearAreItsExplicitCasts) {
     EXPECT_TRUE(close(p[0].grad(), q[0].grad(), 0, 0));
     EXPECT_TRUE(close(p[1].grad(), q[1].grad(), 0, 0));
   }
-  for (int variant = 0; variant < 3; ++variant) {  // bias, no bias, bias and ReLU
-    const bool bias = variant != 1, relu = variant == 2;
+  for (int variant = 0; variant < 4; ++variant) {  // bias, no bias, bias and ReLU, ReLU alone
+    const bool bias = variant == 0 || variant == 2, relu = variant >= 2;
     tg::AutocastGuard autocast(tg::kBFloat16);
     const Tensor b_rounded = b0.to(tg::kBFloat16).to(tg::kFloat32);
     std::vector<Tensor> p = leaves(b0), q = leaves(b_rounded);

@@ -8,6 +8,7 @@
 // (16 a warp) and walks the keys for dQ. Each warp computes its products transposed as needed
 // (kᵀ-major for dK and dV), so every operand comes from shared memory by ldmatrix and every
 // accumulator becomes the next product's A fragment in registers (mma_layout.h).
+#include <atomic>
 #include <cstdint>
 
 #include "ops/cuda/attention.h"
@@ -354,23 +355,30 @@ dim3 grid_of(int64_t blocks, int64_t heads) {
               static_cast<unsigned>((heads + 65534) / 65535));
 }
 
+// Above 48 KiB of shared memory must be asked for: once a kernel and device (`done`, the call
+// site's own flags), not on every backward (a failure shows as the launch's error).
 template <class Kernel>
-void allow_shared(Kernel kernel, int bytes) {
-  if (bytes > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+void allow_shared(Kernel kernel, int bytes, int device, std::atomic<bool> (&done)[64]) {
+  if (bytes <= 48 * 1024) return;
+  const bool known = device >= 0 && device < 64;
+  if (known && done[device].load(std::memory_order_relaxed)) return;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (known) done[device].store(true, std::memory_order_relaxed);
 }
 
 template <int D>
-void launch_backward(const BwdParams& p, cudaStream_t stream) {
+void launch_backward(const BwdParams& p, int device, cudaStream_t stream) {
+  static std::atomic<bool> kv_done[64], q_done[64];
   constexpr int kWarps = 4, kBrK = D == 128 ? 32 : 64;  // (dK and dV's query tile: fewer registers at D = 128)
   constexpr int kPitch = D + 8;
   if (p.T > 0) delta_kernel<D><<<blocks_for(p.n * p.T * 32), 256, 0, stream>>>(p), cuda_rt::count_launch();
   const int kv_bytes = (2 * 16 * kWarps + 4 * kBrK) * kPitch * 2 + 4 * kBrK * 4;
-  allow_shared(dk_dv_kernel<D, kWarps, kBrK>, kv_bytes);
+  allow_shared(dk_dv_kernel<D, kWarps, kBrK>, kv_bytes, device, kv_done);
   if (p.rows > 0)
     dk_dv_kernel<D, kWarps, kBrK><<<grid_of((p.rows + 16 * kWarps - 1) / (16 * kWarps), p.n / p.group), kWarps * 32,
                                   kv_bytes, stream>>>(p), cuda_rt::count_launch();
   const int q_bytes = (2 * 16 * kWarps + 4 * 64) * kPitch * 2;
-  allow_shared(dq_kernel<D, kWarps>, q_bytes);
+  allow_shared(dq_kernel<D, kWarps>, q_bytes, device, q_done);
   if (p.T > 0)
     dq_kernel<D, kWarps><<<grid_of((p.T + 16 * kWarps - 1) / (16 * kWarps), p.n), kWarps * 32, q_bytes, stream>>>(p), cuda_rt::count_launch();
 }
@@ -390,9 +398,9 @@ void attention_backward(const AttentionBackwardArgs& b) {
   p.scale = static_cast<float>(a.scale);
   cudaStream_t s = stream_of(a.device);
   switch (a.d) {
-    case 32: launch_backward<32>(p, s); break;
-    case 64: launch_backward<64>(p, s); break;
-    default: launch_backward<128>(p, s); break;
+    case 32: launch_backward<32>(p, a.device, s); break;
+    case 64: launch_backward<64>(p, a.device, s); break;
+    default: launch_backward<128>(p, a.device, s); break;
   }
   cuda_rt::after_launch(a.device, a.op);
 }

@@ -52,9 +52,9 @@ struct GemmArgs {
   bool trans_b = false;
   void* C = nullptr;
   int64_t stride_c = 0;
-  // cuBLASLt's epilogue (one product): C = act(op(A) op(B) + bias), bias [N] in C's type added to
-  // every row in the float32 (float64) sums before C is rounded, act ReLU where relu (a linear layer
-  // in one call).
+  // cuBLASLt's epilogue (one product): C = act(op(A) op(B) + bias), bias [N] (optional) in C's type
+  // added to every row in the float32 (float64) sums before C is rounded, act ReLU where relu (a
+  // linear layer in one call).
   const void* bias = nullptr;
   bool relu = false;
   // C += op(A) op(B) (beta = 1: a gradient added into the sum gathered before), without an epilogue.

@@ -150,7 +150,7 @@ const Plan& plan_for(const GemmArgs& g, DeviceLt& d, const Lt& l) {
   const uint32_t align_a = alignment(g.A, g.stride_a, g.in_type), align_b = alignment(g.B, g.stride_b, g.in_type),
                  align_c = alignment(g.C, g.stride_c, g.out_type);
   const uintptr_t align = align_a | static_cast<uintptr_t>(align_b) << 12 | static_cast<uintptr_t>(align_c) << 24;
-  const int epilogue = g.bias == nullptr ? 0 : g.relu ? 2 : 1;
+  const int epilogue = g.bias == nullptr ? (g.relu ? 3 : 0) : g.relu ? 2 : 1;
   const Key key{g.device, static_cast<int>(g.in_type), static_cast<int>(g.out_type), g.tf32, g.M, g.N, g.K, g.batch,
                 g.stride_a, g.stride_b, g.stride_c, g.trans_a, g.trans_b, align, epilogue};
   std::lock_guard<std::mutex> lock(mu);
@@ -168,7 +168,10 @@ const Plan& plan_for(const GemmArgs& g, DeviceLt& d, const Lt& l) {
   check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), g.op, "transpose");
   check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), g.op, "transpose");
   const cudaDataType_t in = data_type(g.in_type), out = data_type(g.out_type);
-  if (epilogue != 0) {  // the bias runs along cuBLAS's rows (our columns); its pointer is set per call
+  if (epilogue == 3) {  // ReLU alone
+    const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_RELU;
+    check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), g.op, "epilogue");
+  } else if (epilogue != 0) {  // the bias runs along cuBLAS's rows (our columns); its pointer is set per call
     const cublasLtEpilogue_t e = epilogue == 2 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), g.op, "epilogue");
     check(l, l.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out, sizeof out), g.op, "bias type");
@@ -180,8 +183,10 @@ const Plan& plan_for(const GemmArgs& g, DeviceLt& d, const Lt& l) {
   cublasLtMatmulPreference_t pref = nullptr;
   check(l, l.pref_create(&pref), g.op, "preference");
   const uint64_t ws = kWorkspace;
+  // Not in place: a fixed order of sums. Partial sums kept in a bfloat16 output's type would round
+  // before the last add, so a bfloat16 output takes only float32 ones.
   const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                           CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;  // not in place: a fixed order of sums
+                           (g.out_type == Scalar::kBF16 ? 0u : static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE));
   check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), g.op, "workspace");
   check(l, l.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes), g.op, "schemes");
   // (cuBLAS's A is our B, its B our A; C and D are our output)
@@ -208,7 +213,8 @@ void gemm(const GemmArgs& g) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   const Lt& l = lt(g.op);
   DeviceLt& d = device_lt(g.device, g.op);
-  TG_CHECK(g.bias == nullptr || (g.batch == 1 && !g.accumulate), g.op, "a bias epilogue takes one product, not added into C");
+  TG_CHECK((g.bias == nullptr && !g.relu) || (g.batch == 1 && !g.accumulate), g.op,
+           "a bias or ReLU epilogue takes one product, not added into C");
   if (g.K == 0) {  // an empty sum: zeros, or C unchanged (cuBLAS is not asked about k = 0)
     if (g.accumulate) return;
     const size_t elem = g.out_type == Scalar::kF64 ? 8 : g.out_type == Scalar::kBF16 ? 2 : 4;
