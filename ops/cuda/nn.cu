@@ -147,11 +147,22 @@ __global__ void norm_param_partials(bool rms, const T* x, const T* g, const T* m
       for (int u = 0; u < 8; ++u)
         if (r + u < r1) sb += v[u];
     }
-  } else {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T gv = g[r * D + j];
-      sw += gv * ((x[r * D + j] - (rms ? T(0) : mean[r])) * rstd[r]);
-      sb += gv;
+  } else {  // 8 rows' loads in flight, then added in row order (the same sums as one row at a time)
+    for (int64_t r = r0; r < r1; r += 8) {
+      T gv[8], xh[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int64_t ru = r + u < r1 ? r + u : r;
+        gv[u] = g[ru * D + j];
+        xh[u] = (x[ru * D + j] - (rms ? T(0) : mean[ru])) * rstd[ru];
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        if (r + u < r1) {
+          sw += gv[u] * xh[u];
+          sb += gv[u];
+        }
+      }
     }
   }
   if (pw != nullptr) pw[c * D + j] = sw;
@@ -162,9 +173,21 @@ template <class T>
 __global__ void norm_param_finish(const T* pw, const T* pb, T* gw, T* gb, int64_t chunks, int64_t D) {
   TG_GRID_LOOP(j, D) {
     T sw = 0, sb = 0;
-    for (int64_t c = 0; c < chunks; ++c) {
-      if (gw != nullptr) sw += pw[c * D + j];
-      if (gb != nullptr) sb += pb[c * D + j];
+    for (int64_t c = 0; c < chunks; c += 8) {  // 8 partials' loads in flight, added in order
+      T vw[8], vb[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int64_t cu = c + u < chunks ? c + u : c;
+        vw[u] = gw != nullptr ? pw[cu * D + j] : T(0);
+        vb[u] = gb != nullptr ? pb[cu * D + j] : T(0);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        if (c + u < chunks) {
+          sw += vw[u];
+          sb += vb[u];
+        }
+      }
     }
     if (gw != nullptr) gw[j] = sw;
     if (gb != nullptr) gb[j] = sb;

@@ -79,7 +79,13 @@ __global__ void reduce_columns(Reduce f, const T* x, T* out, int64_t outer, int6
     const int64_t o = t / inner, j = t % inner;
     const T* p = x + o * R * inner + j;
     T acc = identity<T>(f);
-    for (int64_t r = 0; r < R; ++r) acc = combine(f, acc, p[r * inner]);
+    for (int64_t r = 0; r < R; r += 8, p += 8 * inner) {  // 8 loads in flight, folded in order
+      T v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = r + u < R ? p[u * inner] : identity<T>(f);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc = r + u < R ? combine(f, acc, v[u]) : acc;
+    }
     out[t] = acc;
   }
 }
