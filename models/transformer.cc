@@ -7,6 +7,7 @@
 #include "graph/node.h"
 #include "graph/random.h"
 #include "ops/autocast_internal.h"
+#include "ops/dropout_internal.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -35,6 +36,11 @@ Tensor FeedForward::forward(const Tensor& x) const {
 
 // ---- Layers ----
 
+// x + dropout(sub): a layer's residual connection (one kernel on a GPU, the same numbers: detail::dropout_add).
+static Tensor residual(const Tensor& x, const Dropout& d, const Tensor& sub) {
+  return detail::dropout_add(sub, x, d.p, d.is_training());
+}
+
 static void check_config(const LayerConfig& c, const char* who) {
   TG_CHECK(c.d_model > 0 && c.heads > 0 && c.d_model % c.heads == 0 && c.d_ff > 0, who,
            "d_model ({}) must be a positive multiple of heads ({}), d_ff ({}) positive", c.d_model, c.heads, c.d_ff);
@@ -53,11 +59,11 @@ EncoderLayer::EncoderLayer(const LayerConfig& c) : cfg(c) {
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask, KVCache* cache) {
   if (cfg.norm_first) {
     Tensor h = norm1->forward(x);
-    Tensor y = x + dropout1->forward(self_attn->forward(h, h, mask, cache));
-    return y + dropout2->forward(ffn->forward(norm2->forward(y)));
+    Tensor y = residual(x, *dropout1, self_attn->forward(h, h, mask, cache));
+    return residual(y, *dropout2, ffn->forward(norm2->forward(y)));
   }
-  Tensor y = norm1->forward(x + dropout1->forward(self_attn->forward(x, x, mask, cache)));
-  return norm2->forward(y + dropout2->forward(ffn->forward(y)));
+  Tensor y = norm1->forward(residual(x, *dropout1, self_attn->forward(x, x, mask, cache)));
+  return norm2->forward(residual(y, *dropout2, ffn->forward(y)));
 }
 
 DecoderLayer::DecoderLayer(const LayerConfig& c) : cfg(c) {
@@ -77,14 +83,14 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
                              const AttentionMask& memory_mask, KVCache* self_cache, KVCache* cross_cache) {
   if (cfg.norm_first) {
     Tensor h = norm1->forward(x);
-    Tensor y = x + dropout1->forward(self_attn->forward(h, h, self_mask, self_cache));
-    y = y + dropout2->forward(cross_attn->forward(norm2->forward(y), memory, memory_mask, cross_cache));
-    return y + dropout3->forward(ffn->forward(norm3->forward(y)));
+    Tensor y = residual(x, *dropout1, self_attn->forward(h, h, self_mask, self_cache));
+    y = residual(y, *dropout2, cross_attn->forward(norm2->forward(y), memory, memory_mask, cross_cache));
+    return residual(y, *dropout3, ffn->forward(norm3->forward(y)));
   }
-  Tensor y = norm1->forward(x + dropout1->forward(self_attn->forward(x, x, self_mask, self_cache)));
+  Tensor y = norm1->forward(residual(x, *dropout1, self_attn->forward(x, x, self_mask, self_cache)));
   // Q from the decoder, K and V from the encoder.
-  y = norm2->forward(y + dropout2->forward(cross_attn->forward(y, memory, memory_mask, cross_cache)));
-  return norm3->forward(y + dropout3->forward(ffn->forward(y)));
+  y = norm2->forward(residual(y, *dropout2, cross_attn->forward(y, memory, memory_mask, cross_cache)));
+  return norm3->forward(residual(y, *dropout3, ffn->forward(y)));
 }
 
 Encoder::Encoder(const LayerConfig& c, int64_t n, bool final_norm) {

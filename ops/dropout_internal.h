@@ -25,4 +25,9 @@ uint32_t dropout_threshold(double p);
 // y = x where the mask keeps it, times scale; 0 where it drops it, on x's device.
 Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale);
 
+// residual + dropout(x, p, training): the transformer layers' residual connection. On a GPU, with x
+// and residual of one shape and float dtype, one kernel (and one node) with the same numbers as the
+// two ops and the same keys drawn; elsewhere exactly those two ops.
+Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool training);
+
 }  // namespace tg::detail

@@ -750,6 +750,47 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   });
 }
 
+namespace detail {
+Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool training) {
+  detail::check_float(x, "dropout");
+  detail::check_defined(residual, "dropout");
+  if (!(x.is_cuda() && training && p > 0.0 && p < 1.0 && residual.is_cuda() && residual.device() == x.device() &&
+        residual.shape() == x.shape() && residual.dtype() == x.dtype() && x.dtype() != kBFloat16))
+    return add(residual, dropout(x, p, training));
+  const uint32_t threshold = dropout_threshold(p);
+  const double scale = 1.0 / (1.0 - p);
+  const DropoutKeys keys = dropout_keys(x.shape(), x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  TG_CHECK(!keys.rows || keys.rows_on_device.defined(), "dropout", "row keys on the CPU for a call on {}", x.device().str());
+  if (keys.rows) check_same_device("dropout", x, "input", keys.rows_on_device, "row keys");
+  cuda_ops::DropoutArgs a;
+  a.device = x.device().index;
+  a.op = "dropout";
+  a.type = gpu_scalar(x.dtype());
+  a.x = gpu_ptr(x);
+  a.y = gpu_ptr(y);
+  a.residual = gpu_ptr(residual);
+  a.n = x.numel();
+  a.len = keys.rows ? x.size(x.dim() - 1) : 0;
+  a.row_keys = keys.rows ? static_cast<const uint64_t*>(gpu_ptr(keys.rows_on_device)) : nullptr;
+  a.key = keys.key;
+  a.threshold = threshold;
+  a.scale = scale;
+  cuda_ops::dropout(a);
+  // The gradient: g to the residual, the mask applied to g for x (as add's and dropout's backward).
+  return record("dropout_add", y, {x, residual}, [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](
+                                                      const Tensor& g0, const Node& n) {
+    const Tensor g = to(g0, dtype);
+    Tensor gx;
+    if (n.needs(0)) {
+      gx = grad_enabled() ? mul(g, apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale))
+                          : apply_dropout(g, keys, threshold, scale);
+    }
+    return Grads{gx, n.needs(1) ? g : Tensor()};
+  });
+}
+}  // namespace detail
+
 Tensor causal_mask(int64_t T, int64_t S, int64_t offset) {
   TG_CHECK(T >= 0 && S >= 0 && offset >= 0, "causal_mask", "lengths and offset must be non-negative, got {}, {} and {}",
            T, S, offset);

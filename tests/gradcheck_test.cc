@@ -2,6 +2,8 @@
 // second derivatives (grad of grad) for the elementwise, reduction, shape, matmul and softmax ops.
 #include "test_util.h"
 
+#include "ops/dropout_internal.h"
+
 namespace {
 using namespace tgt;
 using tg::Axes;
@@ -183,6 +185,12 @@ TEST_F(Gradcheck, NN) {
   tg::manual_seed(7);
   Tensor d = leaf({4, 5});
   GC((tg::manual_seed(3), tg::dropout(in[0], 0.3)), d);
+  // The layers' residual connection (one kernel on a GPU): residual + dropout(x), as those two ops.
+  GC((tg::manual_seed(3), tg::detail::dropout_add(in[0], in[1], 0.3, true)), leaf({4, 5}), leaf({4, 5}));
+  tg::manual_seed(3);
+  const Tensor want = tg::add(d, tg::dropout(d * 2.0, 0.3, true));
+  tg::manual_seed(3);
+  EXPECT_TRUE(close(tg::detail::dropout_add(d * 2.0, d, 0.3, true), want, 0, 0));
 }
 
 // linear: one fused op with a bias and Identity or ReLU, matmul + bias_act otherwise; a 3-D input's

@@ -254,9 +254,13 @@ __global__ void cross_entropy_backward_rows(const T* x, const T* lse, const int6
   }
 }
 
+// a + b rounded on its own, never merged with the product before it into a fused multiply-add.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const uint64_t* row_keys, uint64_t key,
-                               int32_t thr31, T scale) {
+                               int32_t thr31, T scale, const T* residual) {
   TG_GRID_LOOP(i, n) {
     uint64_t k = key;
     uint32_t c = static_cast<uint32_t>(i);
@@ -264,7 +268,8 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const u
       k = row_keys[i / len];
       c = static_cast<uint32_t>(i % len);
     }
-    y[i] = math::dropout_element<T>(x[i], c, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32), thr31, scale);
+    const T d = math::dropout_element<T>(x[i], c, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32), thr31, scale);
+    y[i] = residual != nullptr ? add_rn(residual[i], d) : d;
   }
 }
 
@@ -463,7 +468,7 @@ void dropout(const DropoutArgs& a) {
   if (a.n == 0) return;
   cudaStream_t s = stream_of(a.device);
   const int32_t thr31 = static_cast<int32_t>(a.threshold >> 1);
-  if (a.type == Scalar::kBF16) {
+  if (a.type == Scalar::kBF16) {  // (no residual form)
     dropout_bf16_kernel<<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), a.n,
                                                              a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
                                                              static_cast<float>(a.scale)), cuda_rt::count_launch();
@@ -474,7 +479,8 @@ void dropout(const DropoutArgs& a) {
     using T = decltype(tag);
     dropout_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n,
                                                            a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
-                                                           static_cast<T>(a.scale)), cuda_rt::count_launch();
+                                                           static_cast<T>(a.scale), static_cast<const T*>(a.residual)),
+        cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);
 }

@@ -132,6 +132,9 @@ struct DropoutArgs {
   uint64_t key = 0;
   uint32_t threshold = 0;
   double scale = 1;
+  // float32/float64: y = residual + dropout(x), the sum rounded separately from the product (the
+  // same bits as the two ops), where residual is given (x's shape).
+  const void* residual = nullptr;
 };
 void dropout(const DropoutArgs& args);  // float32, float64, or bfloat16 (computed in float32, rounded once)
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "ops/dropout_internal.h"
 
 namespace {
 
@@ -998,6 +999,40 @@ TEST(Gpu, AutocastFeedForwardKeepsItsHiddenLayerInBFloat16) {
     ASSERT_EQ(pc.size(), pg.size());
     for (size_t i = 0; i < pc.size(); ++i)
       EXPECT_LE(max_rel_error(pg[i].second.grad().to(tg::kCPU), pc[i].second.grad()), 5e-2) << pc[i].first << " " << a;
+  }
+}
+
+// A layer's residual connection on a GPU, residual + dropout(x), is one kernel with the bits of the
+// two ops (the same mask, the sum rounded on its own), forward and backward, keyed by the generator
+// or by sample, in float32 and float64.
+TEST(Gpu, TheResidualDropoutIsOneKernelWithTheTwoOpsBits) {
+  TG_NEED_GPU();
+  for (tg::DType dt : {tg::kFloat32, tg::kFloat64}) {
+    for (bool by_sample : {false, true}) {
+      tg::manual_seed(51);
+      const Tensor x0 = tg::randn({4, 33, 64}, dt).to(kGpu), r0 = tg::randn({4, 33, 64}, dt).to(kGpu),
+                   w = tg::randn({4, 33, 64}, dt).to(kGpu);
+      auto run = [&](bool fused, uint64_t* launches) {
+        Tensor x = x0.detach().clone().requires_grad_(), r = r0.detach().clone().requires_grad_();
+        tg::manual_seed(52);
+        std::unique_ptr<tg::SampleKeyScope> scope;
+        if (by_sample) scope = std::make_unique<tg::SampleKeyScope>(9, std::vector<int64_t>{1, 2, 3, 4});
+        const uint64_t before = tg::cuda::kernel_launches();
+        const Tensor y = fused ? tg::detail::dropout_add(x, r, 0.25, true) : tg::add(r, tg::dropout(x, 0.25, true));
+        if (launches != nullptr) *launches = tg::cuda::kernel_launches() - before;
+        tg::sum(tg::mul(y, w)).backward();
+        return std::vector<std::vector<unsigned char>>{bytes_of(y.to(tg::kCPU)), bytes_of(x.grad().to(tg::kCPU)),
+                                                       bytes_of(r.grad().to(tg::kCPU))};
+      };
+      uint64_t fused_launches = 0, plain_launches = 0;
+      const auto fused = run(true, &fused_launches), plain = run(false, &plain_launches);
+      const std::string what = std::string(tg::dtype_name(dt)) + (by_sample ? " by sample" : "");
+      EXPECT_EQ(fused_launches + 1, plain_launches) << what << ": the add's kernel saved";
+      if (!by_sample) {
+        EXPECT_EQ(fused_launches, 1u) << what;
+      }
+      for (size_t i = 0; i < 3; ++i) EXPECT_EQ(fused[i], plain[i]) << what << " tensor " << i;
+    }
   }
 }
 
