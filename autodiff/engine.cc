@@ -94,9 +94,10 @@ class Engine {
         if (r.defined()) g = r;
       }
       if (auto it = node_targets_.find(n); it != node_targets_.end()) captured_[it->second] = g;
-      const bool offered = offer_sinks(*n);
+      const bool offered = n->takes_grad_sinks() && offer_sinks(*n);
       Grads grads = n->apply(g, offered ? sinks_.data() : nullptr);
       g = Tensor();
+      if (offered) drop_added(grads);
       TG_CHECK(grads.size() == n->num_inputs(), n->name(), "backward returned {} gradients for {} inputs",
                grads.size(), n->num_inputs());
       for (size_t i = 0; i < grads.size(); ++i) {
@@ -113,20 +114,12 @@ class Engine {
         TG_CHECK(grads[i].device() == there, n->name(), "backward produced a gradient on {} for input {}, which is on {}",
                  grads[i].device(), i, there);
         if (anomaly_enabled()) check_finite(grads[i], n->name(), "backward");
-        const bool added = offered && grads[i].same(sinks_[i]);
-        if (offered) sinks_[i] = Tensor();  // (so the sum below may still be made in place)
-        if (added) {  // the op added it into the gathered sum itself
-          grads[i] = Tensor();
-          if (e.leaf) leaf_done(e.leaf);
-          continue;
-        }
         if (e.node) accumulate(e.node.get(), std::move(grads[i]));
         else {
           deliver_to_leaf(e.leaf, std::move(grads[i]));
           leaf_done(e.leaf);
         }
       }
-      if (offered) sinks_.clear();
       // Make the consumers of this node's inputs ready; then free what the node saved.
       for (size_t i = 0; i < n->num_inputs(); ++i) {
         const Edge& e = n->edge(i);
@@ -146,7 +139,7 @@ class Engine {
     return t.use_count() == 1 && t->storage && t->storage.use_count() == 1 && !t->requires_grad &&
            (t->dtype == kFloat32 || t->dtype == kFloat64);
   }
-  bool offer_sinks(const Node& n) {
+  [[gnu::noinline]] bool offer_sinks(const Node& n) {
     if (create_ || anomaly_enabled()) return false;  // (anomaly mode checks each op's own gradient)
     bool any = false;
     sinks_.assign(n.num_inputs(), Tensor());
@@ -169,6 +162,14 @@ class Engine {
     }
     if (!any) sinks_.clear();
     return any;
+  }
+
+  // A gradient the op added into the gathered sum itself is served already: dropped (as "none" in
+  // run(): a leaf is then done). The sinks go too, so the sums after may still be made in place.
+  [[gnu::noinline]] void drop_added(Grads& grads) {
+    for (size_t i = 0; i < grads.size() && i < sinks_.size(); ++i)
+      if (grads[i].defined() && grads[i].same(sinks_[i])) grads[i] = Tensor();
+    sinks_.clear();
   }
 
   // One more edge into this leaf has been served; after the last one its post-accumulate hooks run.

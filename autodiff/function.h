@@ -14,7 +14,8 @@
 // The backward receives the output's gradient and the node (node.needs(i) tells which inputs
 // want a gradient; node.output() is the op's output when record(..., save_output=true)).
 // It returns one gradient per input (an undefined Tensor for "none"), shaped like that input.
-// node.grad_sink(i), where defined, is the gradient already gathered for input i: the backward may
-// add its own into it in place and return it (graph/node.h).
+// node.grad_sink(i), where defined (for a node that asked: out.grad_fn()->take_grad_sinks()), is
+// the gradient already gathered for input i: the backward may add its own into it in place and
+// return it (graph/node.h).
 // Check it with tg::gradcheck.
 #include "../graph/node.h"

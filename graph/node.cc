@@ -68,17 +68,16 @@ Grads Node::apply(const Tensor& grad, const Tensor* sinks) {
   TG_CHECK(!released_, name_, "trying to backward through the graph a second time: its saved tensors "
            "were freed by the first backward (pass retain_graph=true to the first one)");
   struct Scope {
-    Node& n;
     const char* prev;
-    Scope(Node& node, const Tensor* sinks) : n(node), prev(current_backward_op()) {
-      set_current_backward_op(n.name_);
-      n.sinks_ = sinks;
-    }
-    ~Scope() {
-      set_current_backward_op(prev);
-      n.sinks_ = nullptr;
-    }
-  } scope(*this, sinks);
+    explicit Scope(const char* op) : prev(current_backward_op()) { set_current_backward_op(op); }
+    ~Scope() { set_current_backward_op(prev); }
+  } scope(name_);
+  if (sinks == nullptr) return fn_(grad, *this);
+  struct Sinks {
+    Node& n;
+    Sinks(Node& node, const Tensor* s) : n(node) { n.sinks_ = s; }
+    ~Sinks() { n.sinks_ = nullptr; }
+  } offered(*this, sinks);
   return fn_(grad, *this);
 }
 

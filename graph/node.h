@@ -142,12 +142,15 @@ class Node : public std::enable_shared_from_this<Node> {
   // The op's output, with this node as its grad_fn (so a create_graph backward differentiates it).
   Tensor output() const;
   bool released() const { return released_; }
-  // During this node's backward: the gradient already gathered for input i (another consumer's,
-  // or the leaf's .grad()) when the engine lets the op add its own into it in place — nothing else
-  // holds it, no hook or tg::grad must see the parts, no create_graph. Undefined otherwise. A
-  // backward that adds into it (a product with beta = 1, say) bumps its version and returns that
-  // same tensor as input i's gradient; any other gradient is summed as usual.
+  // During this node's backward, for an op that asked with take_grad_sinks() when it recorded:
+  // the gradient already gathered for input i (another consumer's, or the leaf's .grad()) when the
+  // engine lets the op add its own into it in place — nothing else holds it, no hook or tg::grad
+  // must see the parts, no create_graph. Undefined otherwise. A backward that adds into it (a
+  // product with beta = 1, say) bumps its version and returns that same tensor as input i's
+  // gradient; any other gradient is summed as usual.
   Tensor grad_sink(size_t i) const { return sinks_ != nullptr && i < edges_.size() ? sinks_[i] : Tensor(); }
+  void take_grad_sinks() { takes_sinks_ = true; }
+  bool takes_grad_sinks() const { return takes_sinks_; }
 
   // Engine interface (autodiff/engine.cc); sinks: num_inputs() tensors (see grad_sink) or null.
   Grads apply(const Tensor& grad, const Tensor* sinks = nullptr);
@@ -169,6 +172,7 @@ class Node : public std::enable_shared_from_this<Node> {
   int64_t saved_out_offset_ = 0;
   std::vector<GradHook> pre_hooks_;
   const Tensor* sinks_ = nullptr;  // set only while apply() runs
+  bool takes_sinks_ = false;
   bool released_ = false;
 };
 

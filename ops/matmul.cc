@@ -260,6 +260,12 @@ void run_product(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
   });
 }
 
+// The recorded output's node adds gradients into the engine's sums (Node::take_grad_sinks).
+Tensor takes_sinks(Tensor out) {
+  if (out.grad_fn()) out.grad_fn()->take_grad_sinks();
+  return out;
+}
+
 // The gradient op(x) op(y) of a product's input, of shape `want`: added straight into `sink`, the
 // sum the engine has gathered for that input (Node::grad_sink: a product with beta = 1, no separate
 // sum pass) when it is offered and has the product's own shape and dtype — then `sink` itself is
@@ -284,7 +290,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
   Tensor out = Tensor::empty(p.out_shape, a.dtype(), a.device());
   run_product(a, b, ta, tb, autocast, p, out, /*accumulate=*/false);
   // The backward products run in the forward's precision, whatever the autocast state then.
-  return record(autocast ? "matmul (bf16 autocast)" : "matmul", out, {a, b}, [a, b, ta, tb, autocast](const Tensor& g, const Node& n) {
+  return takes_sinks(record(autocast ? "matmul (bf16 autocast)" : "matmul", out, {a, b}, [a, b, ta, tb, autocast](const Tensor& g, const Node& n) {
     // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g, then undo the op.
     Tensor ga, gb;
     if (n.needs(0)) {
@@ -296,7 +302,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, bool autoca
       gb = tb ? product_grad(sink, g, a, true, ta, autocast, b.shape()) : product_grad(sink, a, g, !ta, false, autocast, b.shape());
     }
     return Grads{ga, gb};
-  });
+  }));
 }
 
 Tensor matmul_as(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, bool autocast) {
@@ -398,7 +404,7 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
     });
   }
   const char* name = autocast ? "linear (bf16 autocast)" : "linear";
-  return record(name, y, {x, w, bias}, [xs, w, bias, rows, relu, autocast, keep_bf16, x_bf16, out_bf16](const Tensor& g0,
+  return takes_sinks(record(name, y, {x, w, bias}, [xs, w, bias, rows, relu, autocast, keep_bf16, x_bf16, out_bf16](const Tensor& g0,
                                                                                                        const Node& n) {
     // d = g act'(x wᵀ + b); dx = d w, dw = dᵀ x, dbias = d's column sums (all 2-D: rows x features).
     // xs: x itself (recorded again by a create_graph backward), or on a GPU under autocast its
@@ -415,6 +421,7 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
     Tensor gb;
     if (out_bf16 && keep_bf16) {  // a bfloat16 gradient, read by the products as it is
       if (relu) {  // d = g where y > 0, in bfloat16
+        g = to(g, kBFloat16);  // (a gradient summed with a float32 one, or a hook's, may be float32)
         d = Tensor::empty(g.shape(), kBFloat16, g.device());
         cuda_ops::relu_backward_bf16(g.device().index, "linear", detail::gpu_ptr(g), detail::gpu_ptr(n.output()),
                                      detail::gpu_ptr(d), d.numel());
@@ -496,7 +503,7 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
     }
     if (n.needs(1)) gw = product_grad(n.grad_sink(1), d, x2, true, false, autocast, w.shape());
     return Grads{gx, gw, gb};
-  }, relu);
+  }, relu));
 }
 }  // namespace
 

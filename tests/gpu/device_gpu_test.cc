@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "ops/autocast_internal.h"
 #include "ops/dropout_internal.h"
 
 namespace {
@@ -938,17 +939,19 @@ TEST(Gpu, AutocastAttentionStaysInBFloat16BetweenItsProjections) {
     for (size_t i = 0; i < pc.size(); ++i)
       EXPECT_LE(max_rel_error(pg[i].second.grad().to(tg::kCPU), pc[i].second.grad()), 5e-2) << pc[i].first << " " << causal;
     // An optimizer step rewrites the weights' and biases' bfloat16 copies: the next output follows.
-    tg::AdamW oc(cpu.named_parameters(), {.lr = 0.01}), og(gpu.named_parameters(), {.lr = 0.01});
-    oc.step();
+    tg::AdamW og(gpu.named_parameters(), {.lr = 0.01});
     og.step();
-    const Tensor after_cpu = cpu.forward(xc, xc, m);
-    Tensor after_gpu;
+    tg::MultiHeadAttention fresh(256, 4);  // the updated weights, converted afresh
+    fresh.load_state_dict(gpu.state_dict());
+    fresh.to(kGpu);
+    Tensor after_gpu, after_fresh;
     {
       tg::AutocastGuard autocast(tg::kBFloat16);
       after_gpu = gpu.forward(xg, xg, m);
+      after_fresh = fresh.forward(xg, xg, m);
     }
-    EXPECT_LE(max_rel_error(after_gpu.to(tg::kCPU), after_cpu), 5e-2) << "after a step " << causal;
-    EXPECT_GT(max_rel_error(after_cpu, want), 1e-3) << "the step changed the output " << causal;
+    EXPECT_EQ(bytes_of(after_gpu.to(tg::kCPU)), bytes_of(after_fresh.to(tg::kCPU))) << "after a step " << causal;
+    EXPECT_NE(bytes_of(after_gpu.to(tg::kCPU)), bytes_of(got.to(tg::kCPU))) << "the step changed the output " << causal;
   }
 }
 
@@ -969,8 +972,14 @@ TEST(Gpu, AutocastFeedForwardKeepsItsHiddenLayerInBFloat16) {
     tg::manual_seed(22);
     const Tensor x = tg::randn({2, 40, 256}), r = tg::randn({2, 40, 256});
     Tensor xc = x.clone().requires_grad_();
-    tg::manual_seed(23);
-    const Tensor want = cpu.forward(xc);
+    Tensor want;
+    {  // The CPU takes the same roundings explicitly (its FeedForward keeps float32 under autocast):
+       // the hidden layer out of its product in bfloat16, bfloat16 dropout, the mixed second product.
+      tg::AutocastGuard autocast(tg::kBFloat16);
+      tg::manual_seed(23);
+      const Tensor h = tg::detail::linear_bf16_output(xc, cpu.linear1->weight, cpu.linear1->bias, /*relu=*/true);
+      want = cpu.linear2->forward(cpu.dropout->forward(h));
+    }
     tg::sum(tg::mul(want, r)).backward();
     Tensor xg = x.to(kGpu).detach().requires_grad_();
     Tensor got;
@@ -993,12 +1002,17 @@ TEST(Gpu, AutocastFeedForwardKeepsItsHiddenLayerInBFloat16) {
     EXPECT_EQ(conversions, 1u) << a;
     ASSERT_EQ(got.dtype(), tg::kFloat32);
     tg::sum(tg::mul(got, r.to(kGpu))).backward();
-    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 5e-2) << a;
-    EXPECT_LE(max_rel_error(xg.grad().to(tg::kCPU), xc.grad()), 5e-2) << a;
+    EXPECT_LE(max_rel_error(got.to(tg::kCPU), want), 1e-2) << a;
+    EXPECT_LE(max_rel_error(xg.grad().to(tg::kCPU), xc.grad()), 1e-2) << a;
+    // The parameters' gradients as a whole (relative L2): a pre-activation within float32 rounding of
+    // zero may take the other side of ReLU on the other device and move one entry a lot.
     const auto pc = cpu.named_parameters(), pg = gpu.named_parameters();
     ASSERT_EQ(pc.size(), pg.size());
-    for (size_t i = 0; i < pc.size(); ++i)
-      EXPECT_LE(max_rel_error(pg[i].second.grad().to(tg::kCPU), pc[i].second.grad()), 5e-2) << pc[i].first << " " << a;
+    for (size_t i = 0; i < pc.size(); ++i) {
+      const Tensor want_g = pc[i].second.grad(), diff = tg::sub(pg[i].second.grad().to(tg::kCPU), want_g);
+      const double err = std::sqrt(tg::sum(tg::mul(diff, diff)).item()) / std::sqrt(tg::sum(tg::mul(want_g, want_g)).item() + 1e-30);
+      EXPECT_LE(err, 1e-2) << pc[i].first << " " << a;
+    }
   }
 }
 
