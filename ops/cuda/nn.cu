@@ -258,17 +258,25 @@ __global__ void cross_entropy_backward_rows(const T* x, const T* lse, const int6
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
+// Element i of a dropout call: x kept times scale, or 0, by the call's key (or its row's key, the
+// counter then the position in the row).
+template <class T>
+__device__ __forceinline__ T dropped(T x, int64_t i, int64_t len, const uint64_t* row_keys, uint64_t key, int32_t thr31,
+                                     T scale) {
+  uint64_t k = key;
+  uint32_t c = static_cast<uint32_t>(i);
+  if (row_keys != nullptr) {
+    k = row_keys[i / len];
+    c = static_cast<uint32_t>(i % len);
+  }
+  return math::dropout_element<T>(x, c, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32), thr31, scale);
+}
+
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const uint64_t* row_keys, uint64_t key,
                                int32_t thr31, T scale, const T* residual) {
   TG_GRID_LOOP(i, n) {
-    uint64_t k = key;
-    uint32_t c = static_cast<uint32_t>(i);
-    if (row_keys != nullptr) {
-      k = row_keys[i / len];
-      c = static_cast<uint32_t>(i % len);
-    }
-    const T d = math::dropout_element<T>(x[i], c, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32), thr31, scale);
+    const T d = dropped<T>(x[i], i, len, row_keys, key, thr31, scale);
     y[i] = residual != nullptr ? add_rn(residual[i], d) : d;
   }
 }
@@ -277,14 +285,7 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const u
 __global__ void dropout_bf16_kernel(const uint16_t* x, uint16_t* y, int64_t n, int64_t len, const uint64_t* row_keys,
                                     uint64_t key, int32_t thr31, float scale) {
   TG_GRID_LOOP(i, n) {
-    uint64_t k = key;
-    uint32_t c = static_cast<uint32_t>(i);
-    if (row_keys != nullptr) {
-      k = row_keys[i / len];
-      c = static_cast<uint32_t>(i % len);
-    }
-    y[i] = math::float_to_bf16(math::dropout_element<float>(math::bf16_to_float(x[i]), c, static_cast<uint32_t>(k),
-                                                            static_cast<uint32_t>(k >> 32), thr31, scale));
+    y[i] = math::float_to_bf16(dropped<float>(math::bf16_to_float(x[i]), i, len, row_keys, key, thr31, scale));
   }
 }
 
