@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device-out}
 # CPU_QUICK_STEPS: 394 steps in the 1-minute run on 2 cores (AMD EPYC VM, AVX512-BF16, 2026-11-28 at e815e6b,
 # bench/RESULTS.md; 375 at 2026-11-27).
-# CPU_BLEU: 38.67 with beam 4 after the same 10 epochs on the CPU (2 threads, at 9e9bae7; the
-# translator's CPU path is unchanged since; bench/RESULTS.md).
+# CPU_BLEU: 38.67 with beam 4 after the same 10 epochs on the CPU (2 threads, at 9e9bae7;
+# bench/RESULTS.md). Since then the CPU's sums changed in rounding only (gradients added in the
+# product, 2026-11-28): for the within-1.0 goal at one commit, rerun the CPU command and pass CPU_BLEU.
 export OUT CPU_BLEU=${CPU_BLEU:-38.67} CPU_QUICK_STEPS=${CPU_QUICK_STEPS:-394}
 export TG_CMAKE_ARGS="-DTG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTG_BUILD_BENCH=OFF -DTG_BUILD_TESTS=OFF"
 export TG_BUILD_TARGETS="train_translator"
