@@ -4,12 +4,15 @@
 // AdamW, zero_grad, then a device synchronization; after --warmup steps, --steps steps are timed
 // and the median reported, with the host's time to queue a step (host_us), the kernels a step
 // launches, the peak GPU memory and the share of the card's bf16 product rate the step's products
-// reach (--bf16_tflops, measured by gpu_ops). One JSON line a case.
+// reach (--bf16_tflops, measured by gpu_ops). One JSON line a case. --graph: the step captured as a
+// CUDA graph after the warm-up (tg::cuda::Graph) and the timed steps its replays ("graph": true;
+// kernels: the graph's nodes, host_us: a replay's host time).
 // --compare_cpu: 20 steps of config A in float32 on the CPU and the GPU from the same seed, each
 // pair of losses printed (issue 48: 1e-5 relative at step 1, 1e-4 at step 20).
 //
 //   build/gpu_train [--configs A,B,C] [--precisions fp32,tf32,bf16] [--c_batches 16,256] [--steps 20]
 //   build/gpu_train --configs C --c_batches 256 --precisions bf16 --steps 5 --profile   (where the time goes)
+//   build/gpu_train --configs A,B,C --c_batches 16 --graph           (the small steps as CUDA graphs)
 //   build/gpu_train --compare_cpu
 #include <algorithm>
 #include <chrono>
@@ -102,17 +105,20 @@ void profile_steps(tg::bench::TrainCase& c, char config, int64_t batch, const st
   std::fflush(stdout);
 }
 
-Timing time_steps(tg::bench::TrainCase& c, bool bf16, int64_t warmup, int64_t steps) {
+Timing time_steps(tg::bench::TrainCase& c, bool bf16, int64_t warmup, int64_t steps, bool graph) {
   Stepper step(c, bf16);
   Tensor& loss = step.loss;
   for (int64_t i = 0; i < warmup; ++i) step();
+  tg::cuda::Graph g;
+  if (graph) g.capture([&] { step(); });  // (one more step, after the warm-up)
   tg::cuda::synchronize();
   tg::cuda::reset_peak_memory();
   std::vector<double> ms, host_us;
   const uint64_t k0 = tg::cuda::kernel_launches();
   for (int64_t i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    step();
+    if (graph) g.replay();
+    else step();
     const auto t1 = std::chrono::steady_clock::now();
     tg::cuda::synchronize();
     const auto t2 = std::chrono::steady_clock::now();
@@ -120,7 +126,7 @@ Timing time_steps(tg::bench::TrainCase& c, bool bf16, int64_t warmup, int64_t st
     ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
   }
   Timing t;
-  t.kernels = (tg::cuda::kernel_launches() - k0) / static_cast<uint64_t>(steps);
+  t.kernels = graph ? g.nodes() : (tg::cuda::kernel_launches() - k0) / static_cast<uint64_t>(steps);
   std::sort(ms.begin(), ms.end());
   std::sort(host_us.begin(), host_us.end());
   t.ms = ms[ms.size() / 2];
@@ -170,7 +176,7 @@ int main(int argc, char** argv) {
     std::string configs = "A,B,C", precisions = "fp32,tf32,bf16", c_batches = "16,256";
     int64_t steps = 20, warmup = 3;
     double bf16_tflops = 0;
-    bool cpu_check = false, fused_attn = false, profile = false;
+    bool cpu_check = false, fused_attn = false, profile = false, graph = false;
     tg::cli::Flags flags("gpu_train", "training steps A, B, C on a GPU: milliseconds, kernels and host time a step");
     flags.add("configs", &configs, "comma-separated: A, B, C");
     flags.add("precisions", &precisions, "comma-separated: fp32, tf32, bf16");
@@ -180,6 +186,7 @@ int main(int argc, char** argv) {
     flags.add("fused_attn", &fused_attn, "no dropout on the attention weights");
     flags.add("bf16_tflops", &bf16_tflops, "the card's measured bf16 product rate, for the share column (0: not shown)").min(0);
     flags.add("compare_cpu", &cpu_check, "20 steps of A in float32 on the CPU and the GPU, the losses side by side");
+    flags.add("graph", &graph, "time the step as a CUDA graph: captured after the warm-up, then replayed");
     flags.add("profile", &profile, "after each case's timing, where its GPU time goes: --steps steps under "
               "tg::cuda::KernelProfile, one JSON line an op");
     flags.parse(argc, argv).or_throw();
@@ -197,15 +204,16 @@ int main(int argc, char** argv) {
         for (const std::string& prec : split(precisions, ',')) {
           tg::cuda::set_allow_tf32(prec == "tf32");
           tg::bench::TrainCase c = tg::bench::train_case(config, fused_attn, batch, gpu);
-          const Timing t = time_steps(c, prec == "bf16", warmup, steps);
+          const Timing t = time_steps(c, prec == "bf16", std::max<int64_t>(warmup, graph ? 2 : 0), steps, graph);
           const double tflops = product_flops(*c.model, c.tokens) / (t.ms * 1e-3) / 1e12;
           fmt::print("{{\"case\": \"train\", \"config\": \"{}\", \"precision\": \"{}\", \"batch\": {}, \"tokens\": {}, "
                      "\"ms\": {:.3f}, \"tokens_per_s\": {:.0f}, \"host_us\": {:.0f}, \"kernels\": {}, \"peak_mib\": {:.1f}, "
-                     "\"product_tflops\": {:.1f}, \"share_of_bf16_peak\": {}, \"loss\": {:.4f}}}\n",
+                     "\"product_tflops\": {:.1f}, \"share_of_bf16_peak\": {}, \"loss\": {:.4f}, \"graph\": {}}}\n",
                      config, prec, c.tokens / (config == 'B' ? 128 : config == 'C' ? 64 : 32), c.tokens, t.ms,
                      static_cast<double>(c.tokens) / (t.ms * 1e-3), t.host_us, t.kernels,
                      static_cast<double>(t.peak) / (1 << 20), tflops,
-                     bf16_tflops > 0 ? fmt::format("{:.3f}", tflops / bf16_tflops) : std::string("null"), t.loss);
+                     bf16_tflops > 0 ? fmt::format("{:.3f}", tflops / bf16_tflops) : std::string("null"), t.loss,
+                     graph ? "true" : "false");
           std::fflush(stdout);
           if (profile) profile_steps(c, config, c.tokens / (config == 'B' ? 128 : config == 'C' ? 64 : 32), prec, steps);
         }

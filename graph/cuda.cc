@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/capture_internal.h"
 #include "graph/cuda/runtime.h"
 #include "graph/device_memory_internal.h"
 #include "graph/error.h"
@@ -79,6 +80,80 @@ std::atomic<bool> g_poison{[] {
 }  // namespace
 
 namespace detail {
+// ---- Graph ----
+
+// Per-step values live in device chunks of kValuesALaunch (one launch writes a chunk), a larger
+// request in its own buffer; the host side of each is rewritten by the `next`s before a replay.
+struct GraphState {
+  int device = 0;
+  int id = 0;
+  void* exec = nullptr;
+  size_t nodes = 0;
+  bool tried = false;
+  struct Chunk {
+    uint64_t* dev = nullptr;
+    size_t rounded = 0;
+    std::vector<uint64_t> host;  // its values, host side (size: those in use)
+    size_t capacity = 0;
+  };
+  std::vector<Chunk> chunks;
+  std::vector<std::function<void()>> nexts;  // in the order the ops asked
+
+  const uint64_t* values(const uint64_t* now, size_t count, std::function<void(uint64_t*)> next);
+  void upload(const char* op);
+};
+
+namespace {
+// The graph each device is capturing (nullptr: none).
+std::array<std::atomic<GraphState*>, kMaxDevices>& active_captures() {
+  static auto* a = new std::array<std::atomic<GraphState*>, kMaxDevices>();
+  return *a;
+}
+std::atomic<int> g_graph_ids{0};
+}  // namespace
+
+const uint64_t* GraphState::values(const uint64_t* now, size_t count, std::function<void(uint64_t*)> next) {
+  if (count == 0) return nullptr;
+  size_t c = chunks.size();
+  if (count <= cuda_rt::kValuesALaunch && c > 0 && chunks.back().capacity - chunks.back().host.size() >= count) {
+    c = chunks.size() - 1;
+  } else {
+    Chunk k;
+    k.capacity = std::max(count, cuda_rt::kValuesALaunch);
+    // Straight from the allocator (not poisoned: a recorded poisoning would overwrite the values).
+    k.dev = static_cast<uint64_t*>(allocator(device, "cuda::Graph").allocate(k.capacity * sizeof(uint64_t), &k.rounded,
+                                                                          "cuda::Graph"));
+    chunks.push_back(std::move(k));
+  }
+  Chunk& k = chunks[c];
+  const size_t offset = k.host.size();
+  k.host.insert(k.host.end(), now, now + count);
+  nexts.push_back([this, c, offset, next = std::move(next)] { next(chunks[c].host.data() + offset); });
+  return k.dev + offset;
+}
+
+void GraphState::upload(const char* op) {
+  for (const Chunk& k : chunks) {
+    for (size_t i = 0; i < k.host.size(); i += cuda_rt::kValuesALaunch)
+      cuda_rt::write_values(device, k.dev + i, k.host.data() + i, std::min(cuda_rt::kValuesALaunch, k.host.size() - i), op);
+  }
+}
+
+}  // namespace detail
+
+namespace detail {
+const uint64_t* step_values(int device, const uint64_t* now, size_t count, std::function<void(uint64_t*)> next) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  GraphState* g = detail::active_captures()[static_cast<size_t>(device)].load(std::memory_order_acquire);
+  return g != nullptr ? g->values(now, count, std::move(next)) : nullptr;
+}
+bool capturing(int device) { return cuda_rt::capturing(device); }
+const int64_t* replay_step(int device, int64_t step) {
+  const uint64_t now = static_cast<uint64_t>(step);
+  return reinterpret_cast<const int64_t*>(
+      step_values(device, &now, 1, [s = step](uint64_t* out) mutable { *out = static_cast<uint64_t>(++s); }));
+}
+
 void* device_allocate(int device, size_t bytes, size_t* rounded, const char* op) {
   cuda_rt::use_device(device, op);  // one line when there is no such GPU, before any bookkeeping
   void* p = allocator(device, op).allocate(bytes, rounded, op);
@@ -134,6 +209,73 @@ void check_launch(const char* op, int device) {
   cuda_rt::count_launch();  // (the caller's kernel)
   cuda_rt::after_launch(device, op);
 }
+
+Graph::Graph(int device) : s_(std::make_unique<detail::GraphState>()) {
+  TG_CHECK(device >= 0 && device < kMaxDevices, "cuda::Graph", "cuda:{} is not a device index", device);
+  s_->device = device;
+  s_->id = detail::g_graph_ids.fetch_add(1, std::memory_order_relaxed);
+}
+
+Graph::~Graph() {
+  if (!s_->tried) return;
+  try {
+    cuda_rt::destroy_graph(s_->device, s_->exec);
+    detail::CachingDeviceAllocator& a = allocator(s_->device, "cuda::Graph");
+    for (const detail::GraphState::Chunk& k : s_->chunks) a.free(k.dev, k.rounded);
+    a.release_graph(s_->id);
+  } catch (const Error&) {  // (a destructor does not throw: the error shows at the next GPU call)
+  }
+}
+
+void Graph::capture(const std::function<void()>& step) {
+  const char* op = "cuda::Graph::capture";
+  TG_CHECK(!s_->tried, op, "this graph has already captured a step (a Graph records one; make another for another step)");
+  const int device = s_->device;
+  cuda_rt::use_device(device, op);
+  TG_CHECK(detail::active_captures()[static_cast<size_t>(device)].load() == nullptr, op,
+           "cuda:{} is already capturing a graph (one capture at a time)", device);
+  s_->tried = true;
+  detail::CachingDeviceAllocator& a = allocator(device, op);
+  a.begin_capture(s_->id);
+  try {
+    cuda_rt::begin_capture(device, op);
+  } catch (...) {
+    a.end_capture();
+    throw;
+  }
+  detail::active_captures()[static_cast<size_t>(device)].store(s_.get());
+  try {
+    step();
+  } catch (...) {
+    detail::active_captures()[static_cast<size_t>(device)].store(nullptr);
+    cuda_rt::abort_capture(device);
+    a.end_capture();
+    throw;
+  }
+  detail::active_captures()[static_cast<size_t>(device)].store(nullptr);
+  try {
+    s_->exec = cuda_rt::end_capture(device, op, &s_->nodes);
+  } catch (...) {
+    a.end_capture();
+    throw;
+  }
+  a.end_capture();
+  s_->upload(op);  // the captured step's own values, then the step itself
+  cuda_rt::launch_graph(device, s_->exec, op);
+}
+
+void Graph::replay() {
+  const char* op = "cuda::Graph::replay";
+  TG_CHECK(s_->exec != nullptr, op, "{}", s_->tried ? "the capture failed: nothing to replay"
+                                                    : "nothing captured yet: call capture(step) first");
+  for (const auto& next : s_->nexts) next();
+  s_->upload(op);
+  cuda_rt::launch_graph(s_->device, s_->exec, op);
+}
+
+bool Graph::captured() const { return s_->exec != nullptr; }
+size_t Graph::nodes() const { return s_->nodes; }
+int Graph::device() const { return s_->device; }
 
 std::vector<OpTime> op_time_table(const std::vector<std::pair<std::string, double>>& launches) {
   std::map<std::string, OpTime> by_op;

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tg::detail {
@@ -48,7 +49,24 @@ class CachingDeviceAllocator {
   // of two (so a buffer is at most 25% larger than asked, and varied shapes reuse each other's).
   static size_t round(size_t bytes);
 
+  // CUDA graphs (tg::cuda::Graph): a graph's replays write the buffers its capture used, so none of
+  // them may serve anything else while the graph lives. Between begin_capture(g) and end_capture()
+  // graph g owns every buffer handed out, and every buffer alive when the capture began. An owned
+  // buffer that is freed is held, not cached: one freed during the capture and owned by g alone
+  // serves the capture's later requests of its class (the stream orders its uses); release_graph(g)
+  // returns to the cache the held buffers no other graph owns. During a capture nothing is given back
+  // to the driver (that would wait for the device) and an out-of-memory fails without the retry.
+  void begin_capture(int graph);
+  void end_capture();
+  void release_graph(int graph);
+  size_t held() const;  // bytes of freed buffers that graphs keep (in reserved, not in the cache)
+
  private:
+  struct Block {
+    size_t size = 0;
+    std::vector<int> owners;  // graphs that own it (few)
+  };
+  void* take_locked(size_t r);  // from the cache or the capture's own held buffers, or nullptr
   void release_cache_locked();
   [[noreturn]] void fail_out_of_memory(size_t bytes, const char* op, bool over_limit);
 
@@ -58,6 +76,13 @@ class CachingDeviceAllocator {
   size_t cached_ = 0;
   size_t limit_ = 0;
   DeviceMemoryCounters c_;
+  // Buffers in use (with the graphs that own them), freed ones that graphs hold, and those of the
+  // running capture's graph alone, by class.
+  std::unordered_map<void*, Block> live_;
+  std::unordered_map<void*, Block> held_;
+  std::map<size_t, std::vector<void*>> capture_free_;
+  size_t held_bytes_ = 0;
+  int capturing_ = -1;
 };
 
 // "1.50 GiB", "12.0 MiB", "512 bytes": for messages.

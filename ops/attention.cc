@@ -206,10 +206,8 @@ cuda_ops::AttentionArgs gpu_attention_args(const Tensor& q, const Tensor& kk, co
     a.drop_thr31 = static_cast<int32_t>(drop.threshold >> 1);
     a.drop_scale = drop.scale;
     a.drop_key = drop.keys.key;
-    if (drop.keys.rows) {
-      detail::check_same_device(op, q, "q", drop.keys.rows_on_device, "dropout's row keys");
-      a.drop_row_keys = static_cast<const uint64_t*>(detail::gpu_ptr(drop.keys.rows_on_device));
-    }
+    a.drop_key_at = drop.keys.key_at;
+    a.drop_row_keys = detail::gpu_row_keys(drop.keys, q, op);
   }
   return a;
 }

@@ -10,12 +10,18 @@
 namespace tg::detail {
 
 // Which mask a dropout call applies: one key for the whole tensor, or (rows set) one key a row of
-// its last dimension, kept on the host for the CPU and uploaded once (as int64) for a GPU.
+// its last dimension, kept on the host for the CPU and uploaded once (as int64) for a GPU. While a
+// CUDA graph is captured the GPU's keys are step values (graph/capture_internal.h): key_at and
+// rows_at, in device memory, hold each replay's keys (drawn as the eager step would draw them).
 struct DropoutKeys {
   uint64_t key = 0;
   std::shared_ptr<std::vector<uint64_t>> rows;
   Tensor rows_on_device;
+  const uint64_t* key_at = nullptr;
+  const uint64_t* rows_at = nullptr;
 };
+// The row keys' device memory for a GPU kernel (nullptr: one key).
+const uint64_t* gpu_row_keys(const DropoutKeys& keys, const Tensor& x, const char* op);
 
 // The keys of one dropout call over a tensor of `shape` on `device` (draws from the global
 // generator, or from the thread's SampleKeyScope: keyed by sample when shape[0] is its samples).

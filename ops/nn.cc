@@ -5,6 +5,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "graph/capture_internal.h"
 #include "graph/factory.h"
 #include "graph/random.h"
 #include "ops/elementwise.h"
@@ -641,6 +642,14 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
 
 namespace detail {
 
+const uint64_t* gpu_row_keys(const DropoutKeys& keys, const Tensor& x, const char* op) {
+  if (!keys.rows) return nullptr;
+  if (keys.rows_at != nullptr) return keys.rows_at;
+  TG_CHECK(keys.rows_on_device.defined(), op, "a gradient on {} for a call made on the CPU", x.device().str());
+  check_same_device(op, x, "input", keys.rows_on_device, "row keys");
+  return static_cast<const uint64_t*>(gpu_ptr(keys.rows_on_device));
+}
+
 // y = x where the mask keeps it, times scale; 0 where it drops it. On x's device, the same bits
 // on the CPU and a GPU (ops/cuda/math.h's dropout_element, tested against the CPU kernel).
 Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale) {
@@ -648,9 +657,6 @@ Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshol
   const int64_t len = keys.rows ? x.size(x.dim() - 1) : 0, rows = keys.rows ? static_cast<int64_t>(keys.rows->size()) : 0;
   if (x.is_cuda()) {
     if (x.dtype() != kBFloat16) dispatch_float(x.dtype(), "dropout", [](auto) {});  // (bfloat16: computed in float32)
-    TG_CHECK(!keys.rows || keys.rows_on_device.defined(), "dropout", "a gradient on {} for a call made on the CPU",
-             x.device().str());
-    if (keys.rows) detail::check_same_device("dropout", x, "input", keys.rows_on_device, "row keys");
     cuda_ops::DropoutArgs a;
     a.device = x.device().index;
     a.op = "dropout";
@@ -659,7 +665,8 @@ Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshol
     a.y = detail::gpu_ptr(y);
     a.n = x.numel();
     a.len = len;
-    a.row_keys = keys.rows ? static_cast<const uint64_t*>(detail::gpu_ptr(keys.rows_on_device)) : nullptr;
+    a.row_keys = gpu_row_keys(keys, x, "dropout");
+    a.key_at = keys.key_at;
     a.key = keys.key;
     a.threshold = threshold;
     a.scale = scale;
@@ -706,24 +713,52 @@ std::shared_ptr<std::vector<uint64_t>> sample_row_keys(const Shape& shape, Sampl
 }  // namespace
 
 namespace detail {
+namespace {
+// One key for the whole mask inside a SampleKeyScope: from the scope's key, the call and the
+// samples (so that processes of a data-parallel run draw different masks).
+uint64_t scope_key(SampleKeyScope& sk) {
+  uint64_t key = mix_key(sk.key, sk.calls++);
+  for (int64_t id : sk.samples) key = mix_key(key, static_cast<uint64_t>(id));
+  return key;
+}
+// A captured dropout's keys at replay: the thread's SampleKeyScope must be open, for as many samples.
+SampleKeyScope& replay_scope(size_t samples) {
+  SampleKeyScope* sk = current_sample_keys();
+  TG_CHECK(sk != nullptr && (samples == 0 || sk->samples.size() == samples), "cuda::Graph::replay",
+           "the captured step's dropout was keyed by sample (a SampleKeyScope of {} samples was open at capture): "
+           "replay inside such a scope ({})", samples,
+           sk == nullptr ? std::string("none is open") : fmt::format("the open one has {}", sk->samples.size()));
+  return *sk;
+}
+}  // namespace
+
 DropoutKeys dropout_keys(const Shape& shape, const Device& device) {
   SampleKeyScope* sk = current_sample_keys();
   DropoutKeys keys;
+  const bool graph = device.is_cuda() && capturing(device.index);
   if (sk && shape.rank() >= 2 && shape[0] == static_cast<int64_t>(sk->samples.size())) {
     keys.rows = sample_row_keys(shape, *sk);
-    if (device.is_cuda()) {  // the keys travel as int64 bits: one upload a call, read by forward and backward
+    if (graph) {  // each replay's keys: those of the scope open then, for the same shape
+      keys.rows_at = step_values(device.index, keys.rows->data(), keys.rows->size(), [shape](uint64_t* out) {
+        const auto rows = sample_row_keys(shape, replay_scope(static_cast<size_t>(shape[0])));
+        std::memcpy(out, rows->data(), rows->size() * sizeof(uint64_t));
+      });
+    } else if (device.is_cuda()) {  // the keys travel as int64 bits: one upload a call, read by forward and backward
       std::vector<int64_t> bits(keys.rows->size());
       std::memcpy(bits.data(), keys.rows->data(), bits.size() * sizeof(int64_t));
       keys.rows_on_device = from_vector(bits, Shape{static_cast<int64_t>(bits.size())}).to(device);
     }
   } else if (sk) {
     // One key for the whole mask: inside a SampleKeyScope on a tensor not shaped per sample, from
-    // the scope's key, the call and the samples (so that processes of a data-parallel run draw
-    // different masks); else from the global generator (reproducible under manual_seed).
-    keys.key = mix_key(sk->key, sk->calls++);
-    for (int64_t id : sk->samples) keys.key = mix_key(keys.key, static_cast<uint64_t>(id));
+    // the scope; else from the global generator (reproducible under manual_seed).
+    keys.key = scope_key(*sk);
+    if (graph) {
+      const size_t samples = sk->samples.size();
+      keys.key_at = step_values(device.index, &keys.key, 1, [samples](uint64_t* out) { *out = scope_key(replay_scope(samples)); });
+    }
   } else {
     keys.key = default_generator().next_u64();
+    if (graph) keys.key_at = step_values(device.index, &keys.key, 1, [](uint64_t* out) { *out = default_generator().next_u64(); });
   }
   return keys;
 }
@@ -761,8 +796,6 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
   const double scale = 1.0 / (1.0 - p);
   const DropoutKeys keys = dropout_keys(x.shape(), x.device());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  TG_CHECK(!keys.rows || keys.rows_on_device.defined(), "dropout", "row keys on the CPU for a call on {}", x.device().str());
-  if (keys.rows) check_same_device("dropout", x, "input", keys.rows_on_device, "row keys");
   cuda_ops::DropoutArgs a;
   a.device = x.device().index;
   a.op = "dropout";
@@ -772,7 +805,8 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
   a.residual = gpu_ptr(residual);
   a.n = x.numel();
   a.len = keys.rows ? x.size(x.dim() - 1) : 0;
-  a.row_keys = keys.rows ? static_cast<const uint64_t*>(gpu_ptr(keys.rows_on_device)) : nullptr;
+  a.row_keys = gpu_row_keys(keys, x, "dropout");
+  a.key_at = keys.key_at;
   a.key = keys.key;
   a.threshold = threshold;
   a.scale = scale;

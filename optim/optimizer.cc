@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <optional>
 
+#include "graph/capture_internal.h"
 #include "graph/factory.h"
 #include "graph/node.h"
 #include "ops/cuda/optim.h"
@@ -24,16 +27,28 @@ Tensor grad_as(const Tensor& p) {
   return g.dtype() == p.dtype() ? g : g.to(p.dtype());
 }
 
+// Adam's bias-corrected step size and 1 / sqrt(1 - beta2^t) for a parameter's t-th update.
+void adam_scalars(double lr, const AdamOptions& o, double t, double* step_size, double* inv_sqrt_bc2) {
+  const double bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
+  *step_size = lr / bc1;
+  *inv_sqrt_bc2 = 1 / std::sqrt(bc2);
+}
+
+// While a CUDA graph is captured, a launch's scalars are step values (graph/capture_internal.h):
+// before each replay the optimizer writes those of OptimArgs::scalars for the parameters of the
+// launch (their indices), doing the host work its step() would (counting the step at the first).
+using ReplayScalars = std::function<void(const std::vector<size_t>& params, bool first_launch, double* out)>;
+
 // Updates of parameters on a GPU, gathered into launch tables (one per dtype) and launched each
 // time a table fills and at the end (ops/cuda/optim.h): SGD or Adam, its scalars set by the caller
 // in `proto`. Every parameter must be on one device, the skip flag (if any) on it too.
 class GpuUpdates {
  public:
-  GpuUpdates(const char* op, const cuda_ops::OptimArgs& proto, const NonFiniteFlag* skip)
-      : op_(op), proto_(proto), skip_(skip) {}
+  GpuUpdates(const char* op, const cuda_ops::OptimArgs& proto, const NonFiniteFlag* skip, ReplayScalars replay)
+      : op_(op), proto_(proto), skip_(skip), replay_(std::move(replay)) {}
   ~GpuUpdates() = default;
-  void add(const std::string& name, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, double step_size,
-           double inv_sqrt_bc2, bool first) {
+  void add(const std::string& name, size_t index, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+           double step_size, double inv_sqrt_bc2, bool first) {
     // Autocast's bfloat16 copy of p, if it has one: rewritten by the same pass, valid for p's new
     // version (p's storage version was bumped before this update).
     const Tensor copy = detail::gpu_bf16_copy(p);
@@ -60,6 +75,7 @@ class GpuUpdates {
     t.table.bf16[i] = copy.defined() ? detail::gpu_ptr(copy) : nullptr;
     if (copy.defined()) detail::mark_gpu_bf16_copy_fresh(p);
     t.grads.push_back(g);
+    t.params.push_back(index);
     if (t.table.count == cuda_ops::kMaxTensors) launch(t, p.dtype());
   }
   void finish() {
@@ -71,6 +87,7 @@ class GpuUpdates {
   struct Pending {
     cuda_ops::OptimTable table;
     std::vector<Tensor> grads;  // converted gradients, alive until their launch is queued
+    std::vector<size_t> params;
   };
   void launch(Pending& t, DType dtype) {
     if (t.table.count == 0) return;
@@ -80,15 +97,38 @@ class GpuUpdates {
     a.type = detail::gpu_scalar(dtype);
     a.skip_flag = skip_ != nullptr ? static_cast<const int64_t*>(detail::gpu_ptr(skip_->state())) : nullptr;
     a.table = t.table;
+    if (detail::capturing(device_.index)) {  // the scalars as step values: this step's now, the optimizer's next
+      const size_t c = static_cast<size_t>(t.table.count);
+      std::vector<double> now(1 + 3 * c);
+      now[0] = proto_.adam ? proto_.decay : proto_.lr;
+      for (size_t k = 0; k < c; ++k) {
+        now[1 + k] = t.table.step_size[k];
+        now[1 + c + k] = t.table.inv_sqrt_bc2[k];
+        now[1 + 2 * c + k] = t.table.first[k] ? 1.0 : 0.0;
+      }
+      std::vector<uint64_t> bits(now.size());
+      std::memcpy(bits.data(), now.data(), now.size() * sizeof(double));
+      a.scalars = reinterpret_cast<const double*>(detail::step_values(
+          device_.index, bits.data(), bits.size(),
+          [replay = replay_, params = t.params, first_launch = launches_ == 0](uint64_t* out) {
+            std::vector<double> v(1 + 3 * params.size());
+            replay(params, first_launch, v.data());
+            std::memcpy(out, v.data(), v.size() * sizeof(double));
+          }));
+    }
     cuda_ops::optimizer_step(a);
+    ++launches_;
     t.table.count = 0;
     t.grads.clear();
+    t.params.clear();
   }
   const char* op_;
   cuda_ops::OptimArgs proto_;
   const NonFiniteFlag* skip_;
+  ReplayScalars replay_;
   Device device_ = kCPU;
   Pending f32_, f64_;
+  int launches_ = 0;
 };
 }  // namespace
 
@@ -102,7 +142,8 @@ void NonFiniteFlag::check(const Tensor& t, int64_t step) {
   if (t.is_cuda()) {
     dispatch_float(t.dtype(), "NonFiniteFlag::check", [](auto) {});
     cuda_ops::check_finite(t.device().index, "NonFiniteFlag::check", detail::gpu_scalar(t.dtype()), detail::gpu_ptr(t),
-                           t.numel(), static_cast<int64_t*>(detail::gpu_ptr(state_)), step);
+                           t.numel(), static_cast<int64_t*>(detail::gpu_ptr(state_)), step,
+                           detail::replay_step(t.device().index, step));
     return;
   }
   int64_t* f = state_.data<int64_t>();
@@ -245,7 +286,16 @@ void SGD::step() {
       proto.mu = opts.momentum;
       proto.dampening = opts.dampening;
       proto.nesterov = opts.nesterov;
-      gpu.emplace("SGD", proto, skip_flag_);
+      // A CUDA graph's replay: the step counted, the learning rate as set now, no first step.
+      gpu.emplace("SGD", proto, skip_flag_, [this](const std::vector<size_t>& idx, bool first_launch, double* out) {
+        if (first_launch) ++steps_;
+        const size_t c = idx.size();
+        out[0] = lr_;
+        for (size_t k = 0; k < c; ++k) {
+          ++param_steps_[idx[k]];
+          out[1 + k] = out[1 + c + k] = out[1 + 2 * c + k] = 0;
+        }
+      });
     }
     return *gpu;
   };
@@ -262,7 +312,7 @@ void SGD::step() {
       first = true;
     }
     if (p.is_cuda()) {
-      gpu_updates().add(params_[i].first, p, grad_as(p), has_momentum ? buffer(i, 0) : Tensor(), Tensor(), 0, 0, first);
+      gpu_updates().add(params_[i].first, i, p, grad_as(p), has_momentum ? buffer(i, 0) : Tensor(), Tensor(), 0, 0, first);
       continue;
     }
     dispatch_float(p.dtype(), "SGD", [&](auto tag) {
@@ -304,7 +354,17 @@ void Adam::step() {
       proto.eps = opts.eps;
       proto.wd_l2 = wd_l2;
       proto.decay = decay;
-      gpu.emplace(decoupled_ ? "AdamW" : "Adam", proto, skip_flag_);
+      // A CUDA graph's replay: the step and each parameter's update counted, the learning rate as set now.
+      gpu.emplace(decoupled_ ? "AdamW" : "Adam", proto, skip_flag_,
+                  [this](const std::vector<size_t>& idx, bool first_launch, double* out) {
+                    if (first_launch) ++steps_;
+                    const size_t c = idx.size();
+                    out[0] = decoupled_ ? 1 - lr_ * opts.weight_decay : 1.0;
+                    for (size_t k = 0; k < c; ++k) {
+                      adam_scalars(lr_, opts, static_cast<double>(++param_steps_[idx[k]]), &out[1 + k], &out[1 + c + k]);
+                      out[1 + 2 * c + k] = 0;
+                    }
+                  });
     }
     return *gpu;
   };
@@ -319,11 +379,10 @@ void Adam::step() {
     }
     // Bias correction counts this parameter's own updates (as PyTorch's per-parameter step): a
     // parameter that joins late (unfrozen, or first reached by the graph) starts at step 1.
-    const double t = static_cast<double>(++param_steps_[i]);
-    const double bc1 = 1 - std::pow(opts.beta1, t), bc2 = 1 - std::pow(opts.beta2, t);
-    const double step_size = lr_ / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
+    double step_size = 0, inv_sqrt_bc2 = 0;
+    adam_scalars(lr_, opts, static_cast<double>(++param_steps_[i]), &step_size, &inv_sqrt_bc2);
     if (p.is_cuda()) {
-      gpu_updates().add(params_[i].first, p, grad_as(p), buffer(i, 0), buffer(i, 1), step_size, inv_sqrt_bc2, false);
+      gpu_updates().add(params_[i].first, i, p, grad_as(p), buffer(i, 0), buffer(i, 1), step_size, inv_sqrt_bc2, false);
       continue;
     }
     dispatch_float(p.dtype(), type_name().c_str(), [&](auto tag) {
@@ -411,6 +470,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFi
   a.coef = static_cast<double*>(detail::gpu_ptr(coef));
   a.flag = flag != nullptr ? static_cast<int64_t*>(detail::gpu_ptr(flag->state())) : nullptr;
   a.step = step;
+  if (flag != nullptr) a.step_at = detail::replay_step(device.index, step);
   cuda_ops::grad_norm(a);
   if (max_norm > 0 || scale != 1.0) {
     for (const cuda_ops::OptimTable& t : tables)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/capture_internal.h"
 #include "graph/cuda/runtime.h"
 #include "graph/device_memory_internal.h"
 #include "tapegrad.h"
@@ -144,6 +145,100 @@ TEST(DeviceAllocator, OutOfMemoryReturnsTheCacheAndRetriesOnce) {
   a.free(q, r2);
 }
 
+// What a CUDA graph's replays write stays its own: the buffers alive when the capture began and
+// those it allocated are never handed to anything else while the graph lives; the capture reuses
+// the buffers it freed itself; release_graph gives them back.
+TEST(DeviceAllocator, AGraphKeepsTheBuffersItsReplaysWrite) {
+  FakeDevice dev(size_t{1} << 30);
+  tg::detail::CachingDeviceAllocator a(&dev);
+  size_t r = 0, r2 = 0, r3 = 0, r4 = 0;
+  void* cached = a.allocate(4096, &r, "op");
+  a.free(cached, r);                                   // in the cache before the capture
+  void* param = a.allocate(4096, &r, "op");            // alive at the capture: the graph writes it
+  EXPECT_EQ(param, cached);
+  a.begin_capture(7);
+  void* tmp = a.allocate(8192, &r2, "op");             // a temporary of the captured step
+  a.free(tmp, r2);                                     // held for the graph...
+  void* tmp2 = a.allocate(8192, &r2, "op");            // ...and reused by the same capture
+  EXPECT_EQ(tmp2, tmp);
+  void* out = a.allocate(1024, &r3, "op");             // the step's result, alive after it
+  a.free(tmp2, r2);
+  a.end_capture();
+  EXPECT_EQ(a.held(), r2);
+  void* other = a.allocate(8192, &r4, "op");           // eager work after the capture: a new buffer
+  EXPECT_NE(other, tmp);
+  a.free(param, r);                                    // the graph's: held, not cached
+  void* again = a.allocate(4096, &r, "op");
+  EXPECT_NE(again, param);
+  EXPECT_EQ(a.held(), r2 + r);
+  auto c = a.counters();
+  EXPECT_EQ(c.allocated, r3 + r4 + r);
+  EXPECT_EQ(c.reserved, dev.used);
+  a.release_graph(7);                                  // the graph is gone: its held buffers are cached
+  EXPECT_EQ(a.held(), 0u);
+  const size_t mallocs = dev.mallocs;
+  void* reuse = a.allocate(8192, &r2, "op");
+  EXPECT_EQ(reuse, tmp);
+  EXPECT_EQ(dev.mallocs, mallocs);
+  a.free(out, r3);                                     // no graph owns it now: cached at once
+  EXPECT_EQ(a.held(), 0u);
+  for (auto [p, n] : {std::pair{other, r4}, {again, r}, {reuse, r2}}) a.free(p, n);
+  a.empty_cache();
+  EXPECT_EQ(dev.used, 0u);
+}
+
+// A buffer two graphs use is held until both are gone; a capture never takes another graph's.
+TEST(DeviceAllocator, ABufferOfTwoGraphsWaitsForBoth) {
+  FakeDevice dev(size_t{1} << 30);
+  tg::detail::CachingDeviceAllocator a(&dev);
+  size_t r = 0;
+  void* shared = a.allocate(4096, &r, "op");
+  a.begin_capture(1);
+  a.end_capture();
+  a.begin_capture(2);
+  a.free(shared, r);                                   // owned by 1 and 2: not for capture 2's reuse
+  void* p = a.allocate(4096, &r, "op");
+  EXPECT_NE(p, shared);
+  a.end_capture();
+  a.release_graph(2);
+  EXPECT_EQ(a.held(), r);                              // graph 1 still owns it
+  a.release_graph(1);
+  EXPECT_EQ(a.held(), 0u);
+  void* q = a.allocate(4096, &r, "op");
+  EXPECT_EQ(q, shared);
+  a.free(p, r);
+  a.free(q, r);
+  a.empty_cache();
+  EXPECT_EQ(dev.used, 0u);
+}
+
+// During a capture nothing goes back to the driver (that would wait for the device): an
+// out-of-memory fails at once, without the retry, and says so.
+TEST(DeviceAllocator, OutOfMemoryDuringACaptureDoesNotRetry) {
+  FakeDevice dev(size_t{8} << 20);
+  tg::detail::CachingDeviceAllocator a(&dev);
+  size_t r = 0, r2 = 0;
+  void* p = a.allocate(size_t{5} << 20, &r, "matmul");
+  a.free(p, r);
+  a.begin_capture(3);
+  try {
+    a.allocate(size_t{6} << 20, &r2, "matmul");
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "matmul: cuda:0: out of memory: 6.0 MiB asked for; the card has 8.0 MiB in all, 3.0 MiB free; tapegrad "
+              "holds 0 bytes in tensors and 5.0 MiB in its cache (while capturing a CUDA graph, nothing is given back "
+              "to the driver) (a smaller batch or model, or bfloat16, needs less)");
+  }
+  EXPECT_EQ(dev.syncs, 0u);
+  a.empty_cache();  // (not during the capture)
+  EXPECT_EQ(dev.used, r);
+  a.end_capture();
+  a.release_graph(3);
+  a.empty_cache();
+  EXPECT_EQ(dev.used, 0u);
+}
+
 TEST(DeviceAllocator, TheMemoryLimitIsAnOutOfMemoryOfItsOwn) {
   FakeDevice dev(size_t{1} << 30);
   tg::detail::CachingDeviceAllocator a(&dev);
@@ -200,10 +295,37 @@ TEST(Devices, WithoutAGpuAskingForOneIsOneLine) {
   expect_one_line([&] { (void)tg::zeros({4}, tg::kFloat32, Device::cuda()); }, "allocate");
   expect_one_line([&] { tg::cuda::synchronize(); }, "synchronize");
   expect_one_line([&] { tg::cuda::KernelProfile profile; }, "KernelProfile");
+  tg::cuda::Graph graph;
+  bool ran = false;
+  expect_one_line([&] { graph.capture([&] { ran = true; }); }, "cuda::Graph::capture");
+  EXPECT_FALSE(ran);  // refused before the step
+  EXPECT_FALSE(graph.captured());
+  EXPECT_FALSE(tg::detail::capturing(0));
+  EXPECT_EQ(tg::detail::step_values(0, nullptr, 1, [](uint64_t*) {}), nullptr);  // outside a capture: none
   EXPECT_EQ(x.device(), tg::kCPU);
   EXPECT_FALSE(x.is_cuda());
   EXPECT_EQ(tg::zeros_like(x).device(), tg::kCPU);
   EXPECT_EQ(x.to(tg::kCPU).same(x), true);  // already there: the same tensor, no copy
+}
+
+// A Graph replays only what it captured, once per Graph.
+TEST(Devices, AGraphReplaysOnlyAfterItsCapture) {
+  tg::cuda::Graph graph;
+  EXPECT_EQ(graph.nodes(), 0u);
+  try {
+    graph.replay();
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cuda::Graph::replay: nothing captured yet: call capture(step) first");
+  }
+  if (tg::cuda::available()) return;  // (tests/gpu/ captures)
+  EXPECT_THROW(graph.capture([] {}), tg::Error);  // no GPU
+  try {
+    graph.replay();
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cuda::Graph::replay: nothing captured yet: call capture(step) first");
+  }
 }
 
 TEST(Devices, CpuTensorsRefuseGpuPointers) {

@@ -22,7 +22,25 @@ void launch(void* dst, size_t count, uint64_t bits, cudaStream_t s) {
   fill_kernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(dst), count, static_cast<T>(bits)), cuda_rt::count_launch();
 }
 
+struct Values {
+  uint64_t v[kValuesALaunch];
+};
+static_assert(sizeof(Values) + 64 <= 32764, "a launch's parameters must fit CUDA's 32,764 bytes");
+
+__global__ void write_values_kernel(uint64_t* dst, size_t count, __grid_constant__ const Values values) {
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x) dst[i] = values.v[i];
+}
+
 }  // namespace
+
+void write_values(int device, uint64_t* dst, const uint64_t* values, size_t count, const char* op) {
+  if (count == 0) return;
+  if (count > kValuesALaunch) count = kValuesALaunch;  // (callers split larger sets)
+  Values v;
+  for (size_t i = 0; i < count; ++i) v.v[i] = values[i];
+  write_values_kernel<<<1, 256, 0, static_cast<cudaStream_t>(stream(device))>>>(dst, count, v), cuda_rt::count_launch();
+  after_launch(device, op);
+}
 
 void fill_pattern(int device, void* dst, size_t count, int elem_bytes, uint64_t bits, const char* op) {
   if (count == 0) return;

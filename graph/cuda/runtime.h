@@ -91,4 +91,20 @@ void copy_rows_on_device(int device, void* dst, size_t dst_pitch, const void* sr
 
 // Writes `count` copies of an element of elem_bytes (1, 2, 4 or 8) whose bits are `bits` (graph/cuda/fill.cu).
 void fill_pattern(int device, void* dst, size_t count, int elem_bytes, uint64_t bits, const char* op);
+// Writes count (<= kValuesALaunch) values to dst: one kernel with the values as its parameters, so
+// that the host may rewrite `values` as soon as this returns (graph/cuda/fill.cu).
+constexpr size_t kValuesALaunch = 4000;
+void write_values(int device, uint64_t* dst, const uint64_t* values, size_t count, const char* op);
+
+// CUDA graphs (tg::cuda::Graph). begin_capture puts the device's stream in capture mode: from then on
+// what this thread queues there is recorded, not run, and host waits, copies from or to the host and
+// KernelProfile refuse with one line naming the op. end_capture stops recording and returns the graph
+// ready to launch (an opaque cudaGraphExec_t) and its number of nodes; abort_capture stops a capture
+// that failed and drops what it recorded.
+void begin_capture(int device, const char* op);
+void* end_capture(int device, const char* op, size_t* nodes);
+void abort_capture(int device);
+bool capturing(int device);
+void launch_graph(int device, void* exec, const char* op);
+void destroy_graph(int device, void* exec);
 }  // namespace tg::cuda_rt

@@ -30,6 +30,7 @@ struct DeviceState {
   IndexError* flag_host = nullptr;    // pinned: its copy, read at each synchronization
   int capability = 0;
   std::string error;  // why use_device failed ("" when it did not)
+  std::atomic<bool> capturing{false};  // a tg::cuda::Graph is recording the stream
 };
 std::array<DeviceState, kMaxDevices>& devices() {
   static auto* d = new std::array<DeviceState, kMaxDevices>();  // never destroyed: streams outlive statics
@@ -168,9 +169,22 @@ std::string describe(int device) {
                      static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
 }
 
+namespace {
+// cudaMalloc while this thread captures a graph: allowed in relaxed mode (the capture records no
+// allocation; the allocator keeps the buffer for the graph), as PyTorch's allocator does.
+struct RelaxedCapture {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+};
+}  // namespace
+
 void* malloc(int device, size_t bytes, const char* op) {
   use_device(device, op);
   void* p = nullptr;
+  const RelaxedCapture relaxed;
   const cudaError_t e = cudaMalloc(&p, bytes);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
@@ -193,9 +207,19 @@ void mem_info(int device, size_t* free_bytes, size_t* total_bytes) {
   if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
 }
 
+namespace {
+[[noreturn]] void refuse_in_capture(int device, const char* op, const char* what) {
+  fail(op, "{} while a CUDA graph is being captured on cuda:{} (tg::cuda::Graph::capture): {}", what, device,
+       "a captured step keeps its data on the GPU; copy new inputs into the step's tensors before replay(), and read "
+       "results after it");
+}
+}  // namespace
+
 void copy_to_device(int device, void* dst, const void* src, size_t bytes, const char* op) {
   use_device(device, op);
   if (bytes == 0) return;
+  if (devices()[device].capturing.load(std::memory_order_acquire))
+    refuse_in_capture(device, op, "would copy host data to the GPU (every replay would copy the same bytes again)");
   // From pageable host memory cudaMemcpyAsync returns once the source has been read (staged), so the
   // caller may free it; the copy is ordered on the stream.
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, devices()[device].stream), device, op,
@@ -211,8 +235,9 @@ void wait_and_check_indices(int device, const char* op, const char* what) {
     fail(op, "would wait for cuda:{} ({}) where host waits are forbidden (tg::cuda::ForbidHostWaits): keep the value on "
          "the GPU, or read it outside that section", device, what);
   }
-  g_host_waits.fetch_add(1, std::memory_order_relaxed);
   DeviceState& d = devices()[device];
+  if (d.capturing.load(std::memory_order_acquire)) refuse_in_capture(device, op, "would wait for the GPU");
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
   if (d.flag_device != nullptr) {
     check(cudaMemcpyAsync(d.flag_host, d.flag_device, sizeof(IndexError), cudaMemcpyDeviceToHost, d.stream), device, op,
           what);
@@ -232,6 +257,7 @@ IndexError* index_error_flag(int device) {
   use_device(device, "index");
   DeviceState& d = devices()[device];
   std::call_once(d.flag_once, [&] {
+    const RelaxedCapture relaxed;
     check(cudaMalloc(reinterpret_cast<void**>(&d.flag_device), sizeof(IndexError)), device, "index", "cudaMalloc");
     check(cudaMallocHost(reinterpret_cast<void**>(&d.flag_host), sizeof(IndexError)), device, "index", "cudaMallocHost");
     *d.flag_host = IndexError{};
@@ -243,6 +269,8 @@ IndexError* index_error_flag(int device) {
 void copy_to_host(int device, void* dst, const void* src, size_t bytes, const char* op) {
   use_device(device, op);
   if (bytes == 0) return;
+  if (devices()[device].capturing.load(std::memory_order_acquire))
+    refuse_in_capture(device, op, "would copy GPU data to the CPU");
   if (t_forbid_waits)  // before the copy: into pageable memory it already waits for the stream
     fail(op, "would wait for cuda:{} (copy to the CPU) where host waits are forbidden (tg::cuda::ForbidHostWaits): keep "
          "the value on the GPU, or read it outside that section", device);
@@ -334,6 +362,8 @@ cudaEvent_t profile_event(Profile& p, int device, const char* op) {
 
 void profile_begin(int device, const char* op) {
   use_device(device, op);
+  if (devices()[device].capturing.load(std::memory_order_acquire))
+    fail(op, "cuda:{} is capturing a CUDA graph: profile its replays instead", device);
   Profile& p = profile();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.device >= 0) fail(op, "a KernelProfile of cuda:{} is already running (one at a time)", p.device);
@@ -369,7 +399,7 @@ void count_launch() { g_launches.fetch_add(1, std::memory_order_relaxed); }
 
 void after_launch(int device, const char* op) {
   check(cudaGetLastError(), device, op, "launch");
-  if (g_sync_debug.load(std::memory_order_relaxed)) {
+  if (g_sync_debug.load(std::memory_order_relaxed) && !devices()[device].capturing.load(std::memory_order_acquire)) {
     check(cudaStreamSynchronize(devices()[device].stream), device, op, "the kernel (sync-debug mode)");
   }
   if (g_profiled_device.load(std::memory_order_acquire) == device) {
@@ -381,6 +411,69 @@ void after_launch(int device, const char* op) {
 
 void check_status(int error, int device, const char* op, const char* what) {
   check(static_cast<cudaError_t>(error), device, op, what);
+}
+
+void begin_capture(int device, const char* op) {
+  use_device(device, op);
+  DeviceState& d = devices()[device];
+  if (d.capturing.load(std::memory_order_acquire))
+    fail(op, "cuda:{} is already capturing a CUDA graph (one capture at a time)", device);
+  if (g_profiled_device.load(std::memory_order_acquire) == device)
+    fail(op, "a KernelProfile is running on cuda:{}: end it before capturing a graph", device);
+  // Thread-local mode: this thread's calls that could break the recording fail (the allocator's
+  // cudaMalloc switches to relaxed); other threads are not affected.
+  check(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal), device, op, "cudaStreamBeginCapture");
+  d.capturing.store(true, std::memory_order_release);
+}
+
+void* end_capture(int device, const char* op, size_t* nodes) {
+  use_device(device, op);
+  DeviceState& d = devices()[device];
+  cudaGraph_t g = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(d.stream, &g);
+  d.capturing.store(false, std::memory_order_release);
+  if (e != cudaSuccess || g == nullptr) {
+    if (g != nullptr) cudaGraphDestroy(g);
+    cudaGetLastError();
+    fail(op, "capturing a CUDA graph on cuda:{} failed: {} ({}); a call in the step cannot be recorded (a wait for the "
+         "GPU, a copy from the host, or another thread's work on the device)", device, cudaGetErrorString(e),
+         cudaGetErrorName(e));
+  }
+  size_t n = 0;
+  cudaGraphGetNodes(g, nullptr, &n);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  check(ie, device, op, "cudaGraphInstantiate");
+  *nodes = n;
+  return exec;
+}
+
+void abort_capture(int device) {
+  DeviceState& d = devices()[device];
+  if (!d.capturing.load(std::memory_order_acquire)) return;
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(d.stream, &g);
+  if (g != nullptr) cudaGraphDestroy(g);
+  cudaGetLastError();  // (the capture's error, not sticky)
+  d.capturing.store(false, std::memory_order_release);
+}
+
+bool capturing(int device) {
+  return device >= 0 && device < kMaxDevices && devices()[device].capturing.load(std::memory_order_acquire);
+}
+
+void launch_graph(int device, void* exec, const char* op) {
+  use_device(device, op);
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), devices()[device].stream), device, op, "cudaGraphLaunch");
+  count_launch();
+  after_launch(device, op);
+}
+
+void destroy_graph(int device, void* exec) {
+  if (exec == nullptr || g_broken.load(std::memory_order_acquire)) return;
+  use_device(device, "cuda::Graph");
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
 }
 
 uint64_t launches() { return g_launches.load(std::memory_order_relaxed); }

@@ -45,6 +45,13 @@ void set_sync_debug(bool) {}
 
 namespace tg::cuda_rt {
 void fill_pattern(int, void*, size_t, int, uint64_t, const char* op) { fail(op, "{}", "this tapegrad was built without CUDA"); }
+void write_values(int, uint64_t*, const uint64_t*, size_t, const char* op) { fail(op, "{}", "this tapegrad was built without CUDA"); }
+void begin_capture(int, const char* op) { fail(op, "{}", "this tapegrad was built without CUDA"); }
+void* end_capture(int, const char* op, size_t*) { fail(op, "{}", "this tapegrad was built without CUDA"); }
+void abort_capture(int) {}
+bool capturing(int) { return false; }
+void launch_graph(int, void*, const char* op) { fail(op, "{}", "this tapegrad was built without CUDA"); }
+void destroy_graph(int, void*) {}
 IndexError* index_error_flag(int) { fail("index", "{}", "this tapegrad was built without CUDA"); }
 void copy_rows_on_device(int, void*, size_t, const void*, size_t, size_t, size_t, const char* op) {
   fail(op, "{}", "this tapegrad was built without CUDA");

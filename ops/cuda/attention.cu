@@ -23,13 +23,14 @@ struct MaskSpec {
   int32_t thr31;
   uint64_t key;
   const uint64_t* row_keys;
+  const uint64_t* key_at;
 };
 
 // Weight (i, j) of head n after dropout: e kept (times scale) or 0 (AttentionArgs::dropout).
 template <class T>
 __device__ __forceinline__ T dropped(T e, const MaskSpec& m, T scale, int64_t n, int64_t T_, int64_t S, int64_t i, int64_t j) {
   const bool keep = m.row_keys != nullptr ? math::dropout_keeps(m.row_keys[n * T_ + i], j, m.thr31)
-                                          : math::dropout_keeps(m.key, (n * T_ + i) * S + j, m.thr31);
+                                          : math::dropout_keeps(m.key_at != nullptr ? *m.key_at : m.key, (n * T_ + i) * S + j, m.thr31);
   return keep ? e * scale : T(0);
 }
 
@@ -130,7 +131,7 @@ void attention(const AttentionArgs& a) {
     return;
   }
   MaskSpec m{a.mask, a.lead_rank, {}, {}, a.mask_row, a.mask_col, a.causal, a.causal_offset,
-             a.dropout, a.drop_thr31, a.drop_key, a.drop_row_keys};
+             a.dropout, a.drop_thr31, a.drop_key, a.drop_row_keys, a.drop_key_at};
   for (int r = 0; r < a.lead_rank; ++r) {
     m.lead[r] = a.lead[r];
     m.lead_stride[r] = a.mask_lead_stride[r];

@@ -56,6 +56,7 @@ struct AttentionArgs {
   double drop_scale = 1;
   uint64_t drop_key = 0;
   const uint64_t* drop_row_keys = nullptr;  // device memory, [n T]
+  const uint64_t* drop_key_at = nullptr;    // device memory: drop_key read there when set (a CUDA graph's step value)
 };
 void attention(const AttentionArgs& args);
 

@@ -148,7 +148,8 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<D, kWarps, kDropout>)
             const int64_t i = q0 + warp * 16 + c.row, key = k0 + nt * 8 + c.col;
             const bool kept = p.drop_row_keys != nullptr
                                   ? math::dropout_keeps(p.drop_row_keys[n * p.T + (i < p.T ? i : 0)], key, p.drop_thr31)
-                                  : math::dropout_keeps(p.drop_key, (n * p.T + i) * p.S + key, p.drop_thr31);
+                                  : math::dropout_keeps(p.drop_key_at != nullptr ? *p.drop_key_at : p.drop_key,
+                                                        (n * p.T + i) * p.S + key, p.drop_thr31);
             s[nt][r] = kept ? s[nt][r] * p.drop_scale : 0.f;
           }
         }
@@ -267,6 +268,7 @@ TcAttentionParams tc_attention_params(const AttentionArgs& a) {
   p.drop_scale = static_cast<float>(a.drop_scale);
   p.drop_key = a.drop_key;
   p.drop_row_keys = a.drop_row_keys;
+  p.drop_key_at = a.drop_key_at;
   return p;
 }
 

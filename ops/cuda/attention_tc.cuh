@@ -29,6 +29,7 @@ struct TcAttentionParams {
   float drop_scale = 1;
   uint64_t drop_key = 0;
   const uint64_t* drop_row_keys = nullptr;
+  const uint64_t* drop_key_at = nullptr;
 };
 
 // The parameters of AttentionArgs as the tensor-core kernels take them (forward and backward).

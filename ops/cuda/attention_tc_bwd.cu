@@ -42,7 +42,8 @@ __device__ __forceinline__ bool hidden(const BwdParams& p, int64_t mbase, int64_
 __device__ __forceinline__ float drop_factor(const BwdParams& p, int64_t n, int64_t i, int64_t j) {
   if (!p.dropout) return 1.f;
   const bool kept = p.drop_row_keys != nullptr ? math::dropout_keeps(p.drop_row_keys[n * p.T + (i < p.T ? i : 0)], j, p.drop_thr31)
-                                               : math::dropout_keeps(p.drop_key, (n * p.T + i) * p.S + j, p.drop_thr31);
+                                               : math::dropout_keeps(p.drop_key_at != nullptr ? *p.drop_key_at : p.drop_key,
+                                                                    (n * p.T + i) * p.S + j, p.drop_thr31);
   return kept ? p.drop_scale : 0.f;
 }
 

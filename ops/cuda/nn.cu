@@ -274,7 +274,8 @@ __device__ __forceinline__ T dropped(T x, int64_t i, int64_t len, const uint64_t
 
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const uint64_t* row_keys, uint64_t key,
-                               int32_t thr31, T scale, const T* residual) {
+                               const uint64_t* key_at, int32_t thr31, T scale, const T* residual) {
+  if (key_at != nullptr) key = *key_at;  // (a CUDA graph's step value)
   TG_GRID_LOOP(i, n) {
     const T d = dropped<T>(x[i], i, len, row_keys, key, thr31, scale);
     y[i] = residual != nullptr ? add_rn(residual[i], d) : d;
@@ -283,7 +284,8 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const u
 
 // bfloat16 (its bits): computed in float32 and rounded once, as the CPU's bfloat16 dropout.
 __global__ void dropout_bf16_kernel(const uint16_t* x, uint16_t* y, int64_t n, int64_t len, const uint64_t* row_keys,
-                                    uint64_t key, int32_t thr31, float scale) {
+                                    uint64_t key, const uint64_t* key_at, int32_t thr31, float scale) {
+  if (key_at != nullptr) key = *key_at;
   TG_GRID_LOOP(i, n) {
     y[i] = math::float_to_bf16(dropped<float>(math::bf16_to_float(x[i]), i, len, row_keys, key, thr31, scale));
   }
@@ -471,7 +473,7 @@ void dropout(const DropoutArgs& a) {
   const int32_t thr31 = static_cast<int32_t>(a.threshold >> 1);
   if (a.type == Scalar::kBF16) {  // (no residual form)
     dropout_bf16_kernel<<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), a.n,
-                                                             a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
+                                                             a.len > 0 ? a.len : 1, a.row_keys, a.key, a.key_at, thr31,
                                                              static_cast<float>(a.scale)), cuda_rt::count_launch();
     cuda_rt::after_launch(a.device, a.op);
     return;
@@ -479,7 +481,7 @@ void dropout(const DropoutArgs& a) {
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
     dropout_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n,
-                                                           a.len > 0 ? a.len : 1, a.row_keys, a.key, thr31,
+                                                           a.len > 0 ? a.len : 1, a.row_keys, a.key, a.key_at, thr31,
                                                            static_cast<T>(a.scale), static_cast<const T*>(a.residual)),
         cuda_rt::count_launch();
   });

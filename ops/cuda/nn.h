@@ -130,6 +130,7 @@ struct DropoutArgs {
   int64_t n = 0, len = 1;
   const uint64_t* row_keys = nullptr;
   uint64_t key = 0;
+  const uint64_t* key_at = nullptr;  // device memory: the key, read there when set (a CUDA graph's step value)
   uint32_t threshold = 0;
   double scale = 1;
   // float32/float64: y = residual + dropout(x), the sum rounded separately from the product (the

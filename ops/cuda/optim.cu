@@ -63,7 +63,7 @@ __device__ void raise_flag(int64_t* flag, int64_t step) {
 
 template <class T>
 __global__ void adam_kernel(__grid_constant__ const OptimTable t, __grid_constant__ const BlockMap map, T b1, T b2,
-                            T eps, T wd_l2, T decay, const int64_t* skip) {
+                            T eps, T wd_l2, T decay, const int64_t* skip, const double* scalars) {
   if (skip != nullptr && skip[0] != 0) return;
   const Chunk c = chunk_of(t, map);
   const int i = c.tensor;
@@ -72,7 +72,12 @@ __global__ void adam_kernel(__grid_constant__ const OptimTable t, __grid_constan
   const T* g = static_cast<const T*>(t.g[i]);
   T* m = static_cast<T*>(t.m[i]);
   T* v = static_cast<T*>(t.v[i]);
-  const T step_size = static_cast<T>(t.step_size[i]), inv = static_cast<T>(t.inv_sqrt_bc2[i]);
+  T step_size = static_cast<T>(t.step_size[i]), inv = static_cast<T>(t.inv_sqrt_bc2[i]);
+  if (scalars != nullptr) {  // (a CUDA graph's step values)
+    decay = static_cast<T>(scalars[0]);
+    step_size = static_cast<T>(scalars[1 + i]);
+    inv = static_cast<T>(scalars[1 + t.count + i]);
+  }
   for (int64_t j = start + threadIdx.x; j < end; j += blockDim.x) {
     T pj = p[j], mj = m[j], vj = v[j];
     math::adam_element(pj, g[j], mj, vj, b1, b2, eps, step_size, inv, wd_l2, decay);
@@ -85,7 +90,7 @@ __global__ void adam_kernel(__grid_constant__ const OptimTable t, __grid_constan
 
 template <class T>
 __global__ void sgd_kernel(__grid_constant__ const OptimTable t, __grid_constant__ const BlockMap map, T lr, T wd, T mu,
-                           T dampening, bool nesterov, const int64_t* skip) {
+                           T dampening, bool nesterov, const int64_t* skip, const double* scalars) {
   if (skip != nullptr && skip[0] != 0) return;
   const Chunk c = chunk_of(t, map);
   const int i = c.tensor;
@@ -93,9 +98,14 @@ __global__ void sgd_kernel(__grid_constant__ const OptimTable t, __grid_constant
   T* p = static_cast<T*>(t.p[i]);
   const T* g = static_cast<const T*>(t.g[i]);
   T* buf = static_cast<T*>(t.m[i]);
+  bool first = t.first[i];
+  if (scalars != nullptr) {  // (a CUDA graph's step values)
+    lr = static_cast<T>(scalars[0]);
+    first = scalars[1 + 2 * t.count + i] != 0;
+  }
   for (int64_t j = start + threadIdx.x; j < end; j += blockDim.x) {
     T pj = p[j];
-    math::sgd_element(pj, g[j], buf != nullptr ? buf + j : nullptr, lr, wd, mu, dampening, nesterov, t.first[i]);
+    math::sgd_element(pj, g[j], buf != nullptr ? buf + j : nullptr, lr, wd, mu, dampening, nesterov, first);
     p[j] = pj;
     write_copy(t.bf16[i], j, pj);
   }
@@ -115,7 +125,7 @@ __global__ void sum_squares_kernel(__grid_constant__ const OptimTable t, __grid_
 }
 
 __global__ void finish_norm_kernel(const double* partial, int64_t blocks, double* norm, double max_norm, double scale,
-                                   double* coef, int64_t* flag, int64_t step) {
+                                   double* coef, int64_t* flag, int64_t step, const int64_t* step_at) {
   __shared__ double part[kThreads];
   double s = 0;
   for (int64_t j = threadIdx.x; j < blocks; j += blockDim.x) s += partial[j];
@@ -123,7 +133,7 @@ __global__ void finish_norm_kernel(const double* partial, int64_t blocks, double
   if (threadIdx.x == 0) {
     const double n = sqrt(s) * scale;
     norm[0] = n;
-    if (flag != nullptr && !isfinite(n)) raise_flag(flag, step);
+    if (flag != nullptr && !isfinite(n)) raise_flag(flag, step_at != nullptr ? *step_at : step);
     const double c = max_norm > 0 ? max_norm / (n + 1e-6) : 1;
     coef[0] = scale * (c < 1 ? c : 1);
   }
@@ -142,11 +152,11 @@ __global__ void scale_kernel(__grid_constant__ const OptimTable t, __grid_consta
 }
 
 template <class T>
-__global__ void check_finite_kernel(const T* x, int64_t n, int64_t* flag, int64_t step) {
+__global__ void check_finite_kernel(const T* x, int64_t n, int64_t* flag, int64_t step, const int64_t* step_at) {
   bool bad = false;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) bad = bad || !isfinite(x[j]);
   bad = __syncthreads_or(bad) != 0;
-  if (bad && threadIdx.x == 0) raise_flag(flag, step);
+  if (bad && threadIdx.x == 0) raise_flag(flag, step_at != nullptr ? *step_at : step);
 }
 
 template <class F>
@@ -170,11 +180,11 @@ void optimizer_step(const OptimArgs& a) {
     if (a.adam) {
       adam_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.table, map, static_cast<T>(a.b1), static_cast<T>(a.b2),
                                                         static_cast<T>(a.eps), static_cast<T>(a.wd_l2),
-                                                        static_cast<T>(a.decay), a.skip_flag), cuda_rt::count_launch();
+                                                        static_cast<T>(a.decay), a.skip_flag, a.scalars), cuda_rt::count_launch();
     } else {
       sgd_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.table, map, static_cast<T>(a.lr), static_cast<T>(a.wd),
                                                        static_cast<T>(a.mu), static_cast<T>(a.dampening), a.nesterov,
-                                                       a.skip_flag), cuda_rt::count_launch();
+                                                       a.skip_flag, a.scalars), cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);
@@ -194,7 +204,7 @@ void grad_norm(const GradNormArgs& a) {
       offset += grid_of(map);
     }
   });
-  finish_norm_kernel<<<1, kThreads, 0, s>>>(a.partial, offset, a.norm, a.max_norm, a.scale, a.coef, a.flag, a.step), cuda_rt::count_launch();
+  finish_norm_kernel<<<1, kThreads, 0, s>>>(a.partial, offset, a.norm, a.max_norm, a.scale, a.coef, a.flag, a.step, a.step_at), cuda_rt::count_launch();
   cuda_rt::after_launch(a.device, a.op);
 }
 
@@ -208,11 +218,12 @@ void scale_grads(int device, const char* op, Scalar type, const OptimTable& tabl
   cuda_rt::after_launch(device, op);
 }
 
-void check_finite(int device, const char* op, Scalar type, const void* x, int64_t n, int64_t* flag, int64_t step) {
+void check_finite(int device, const char* op, Scalar type, const void* x, int64_t n, int64_t* flag, int64_t step,
+                  const int64_t* step_at) {
   if (n == 0) return;
   float_types(type, [&](auto tag) {
     using T = decltype(tag);
-    check_finite_kernel<T><<<1, kThreads, 0, stream_of(device)>>>(static_cast<const T*>(x), n, flag, step), cuda_rt::count_launch();
+    check_finite_kernel<T><<<1, kThreads, 0, stream_of(device)>>>(static_cast<const T*>(x), n, flag, step, step_at), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(device, op);
 }

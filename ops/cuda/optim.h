@@ -39,6 +39,10 @@ struct OptimArgs {
   bool nesterov = false;
   const int64_t* skip_flag = nullptr;  // raised: no update (null: always update)
   OptimTable table;
+  // Device memory (a CUDA graph's step values, float64): when set, the scalars that change from
+  // step to step are read there, not from above: [0] SGD's lr or Adam's decay, then for the
+  // table's tensors step_size[count], inv_sqrt_bc2[count] and first[count] (0 or 1).
+  const double* scalars = nullptr;
 };
 void optimizer_step(const OptimArgs& args);
 
@@ -61,6 +65,7 @@ struct GradNormArgs {
   double* coef = nullptr;
   int64_t* flag = nullptr;
   int64_t step = 0;
+  const int64_t* step_at = nullptr;  // device memory: the step, read there when set (a CUDA graph's step value)
 };
 void grad_norm(const GradNormArgs& args);
 
@@ -68,6 +73,8 @@ void grad_norm(const GradNormArgs& args);
 void scale_grads(int device, const char* op, Scalar type, const OptimTable& table, const double* coef);
 
 // Raises flag for `step` when any of the n values at x is NaN or infinite (float32 or float64).
-void check_finite(int device, const char* op, Scalar type, const void* x, int64_t n, int64_t* flag, int64_t step);
+// (step_at: device memory holding the step, read there when set.)
+void check_finite(int device, const char* op, Scalar type, const void* x, int64_t n, int64_t* flag, int64_t step,
+                  const int64_t* step_at = nullptr);
 
 }  // namespace tg::cuda_ops

@@ -9,7 +9,7 @@ void grad_norm(const GradNormArgs& a) { detail::fail(a.op, "this tapegrad was bu
 void scale_grads(int, const char* op, Scalar, const OptimTable&, const double*) {
   detail::fail(op, "this tapegrad was built without CUDA");
 }
-void check_finite(int, const char* op, Scalar, const void*, int64_t, int64_t*, int64_t) {
+void check_finite(int, const char* op, Scalar, const void*, int64_t, int64_t*, int64_t, const int64_t*) {
   detail::fail(op, "this tapegrad was built without CUDA");
 }
 }  // namespace tg::cuda_ops
