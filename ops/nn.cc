@@ -758,7 +758,14 @@ DropoutKeys dropout_keys(const Shape& shape, const Device& device) {
     }
   } else {
     keys.key = default_generator().next_u64();
-    if (graph) keys.key_at = step_values(device.index, &keys.key, 1, [](uint64_t* out) { *out = default_generator().next_u64(); });
+    if (graph) {
+      keys.key_at = step_values(device.index, &keys.key, 1, [](uint64_t* out) {
+        TG_CHECK(current_sample_keys() == nullptr, "cuda::Graph::replay",
+                 "a SampleKeyScope is open, but the captured step's dropout drew from the global generator (no scope "
+                 "was open at its capture): capture the step inside such a scope");
+        *out = default_generator().next_u64();
+      });
+    }
   }
   return keys;
 }
