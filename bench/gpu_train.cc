@@ -131,7 +131,9 @@ Timing time_steps(tg::bench::TrainCase& c, bool bf16, int64_t warmup, int64_t st
   std::sort(host_us.begin(), host_us.end());
   t.ms = ms[ms.size() / 2];
   t.host_us = host_us[host_us.size() / 2];
-  t.peak = tg::cuda::memory_stats().peak_allocated;
+  // A graph keeps its step's temporaries as its own (graph_held), live or not: count them as held.
+  const tg::cuda::MemoryStats mem = tg::cuda::memory_stats();
+  t.peak = mem.peak_allocated + (graph ? mem.graph_held : 0);
   t.loss = loss.item();
   return t;
 }
@@ -204,7 +206,19 @@ int main(int argc, char** argv) {
         for (const std::string& prec : split(precisions, ',')) {
           tg::cuda::set_allow_tf32(prec == "tf32");
           tg::bench::TrainCase c = tg::bench::train_case(config, fused_attn, batch, gpu);
-          const Timing t = time_steps(c, prec == "bf16", std::max<int64_t>(warmup, graph ? 2 : 0), steps, graph);
+          Timing t;
+          try {
+            t = time_steps(c, prec == "bf16", std::max<int64_t>(warmup, graph ? 2 : 0), steps, graph);
+          } catch (const tg::Error& e) {  // one case failing (a capture refused) is a row, not the end
+            std::string why = e.what();
+            for (char& ch : why)
+              if (ch == '"' || ch == '\\') ch = '\'';
+            fmt::print("{{\"case\": \"train_error\", \"config\": \"{}\", \"precision\": \"{}\", \"batch\": {}, "
+                       "\"graph\": {}, \"error\": \"{}\"}}\n", config, prec,
+                       c.tokens / (config == 'B' ? 128 : config == 'C' ? 64 : 32), graph ? "true" : "false", why);
+            std::fflush(stdout);
+            continue;
+          }
           const double tflops = product_flops(*c.model, c.tokens) / (t.ms * 1e-3) / 1e12;
           fmt::print("{{\"case\": \"train\", \"config\": \"{}\", \"precision\": \"{}\", \"batch\": {}, \"tokens\": {}, "
                      "\"ms\": {:.3f}, \"tokens_per_s\": {:.0f}, \"host_us\": {:.0f}, \"kernels\": {}, \"peak_mib\": {:.1f}, "

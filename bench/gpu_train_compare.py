@@ -47,6 +47,10 @@ def main():
             print(f"goal peak memory C batch 256 {o['precision']} <= 1.0x PyTorch's: {o['peak_mib']} vs {eager['peak_mib']} "
                   f"MiB ({mem:.2f}x): {'met' if mem <= 1.0 else 'NOT met'}")
             failed = failed or mem > 1.0
+    for o in (r for r in ours if r.get("case") == "train_error"):
+        mode = " as a CUDA graph" if o.get("graph") else ""
+        print(f"goal step {o['config']} batch {o['batch']} {o['precision']}{mode}: failed: {o['error']}: NOT met")
+        failed = True
     profiles = {}
     for r in (r for r in ours if r.get("case") == "profile"):
         profiles.setdefault((r["config"], r["batch"], r["precision"]), []).append(r)

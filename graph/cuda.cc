@@ -98,8 +98,10 @@ struct GraphState {
   };
   std::vector<Chunk> chunks;
   std::vector<std::function<void()>> nexts;  // in the order the ops asked
+  std::vector<std::function<void()>> checks;
 
-  const uint64_t* values(const uint64_t* now, size_t count, std::function<void(uint64_t*)> next);
+  const uint64_t* values(const uint64_t* now, size_t count, std::function<void(uint64_t*)> next,
+                         std::function<void()> check);
   void upload(const char* op);
 };
 
@@ -112,8 +114,10 @@ std::array<std::atomic<GraphState*>, kMaxDevices>& active_captures() {
 std::atomic<int> g_graph_ids{0};
 }  // namespace
 
-const uint64_t* GraphState::values(const uint64_t* now, size_t count, std::function<void(uint64_t*)> next) {
+const uint64_t* GraphState::values(const uint64_t* now, size_t count, std::function<void(uint64_t*)> next,
+                                   std::function<void()> check) {
   if (count == 0) return nullptr;
+  if (check) checks.push_back(std::move(check));
   size_t c = chunks.size();
   if (count <= cuda_rt::kValuesALaunch && c > 0 && chunks.back().capacity - chunks.back().host.size() >= count) {
     c = chunks.size() - 1;
@@ -121,8 +125,9 @@ const uint64_t* GraphState::values(const uint64_t* now, size_t count, std::funct
     Chunk k;
     k.capacity = std::max(count, cuda_rt::kValuesALaunch);
     // Straight from the allocator (not poisoned: a recorded poisoning would overwrite the values).
+    // Not one of the capture's freed temporaries: the host writes it before each launch.
     k.dev = static_cast<uint64_t*>(allocator(device, "cuda::Graph").allocate(k.capacity * sizeof(uint64_t), &k.rounded,
-                                                                          "cuda::Graph"));
+                                                                          "cuda::Graph", /*reuse_capture_frees=*/false));
     chunks.push_back(std::move(k));
   }
   Chunk& k = chunks[c];
@@ -142,10 +147,11 @@ void GraphState::upload(const char* op) {
 }  // namespace detail
 
 namespace detail {
-const uint64_t* step_values(int device, const uint64_t* now, size_t count, std::function<void(uint64_t*)> next) {
+const uint64_t* step_values(int device, const uint64_t* now, size_t count, std::function<void(uint64_t*)> next,
+                            std::function<void()> check) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   GraphState* g = detail::active_captures()[static_cast<size_t>(device)].load(std::memory_order_acquire);
-  return g != nullptr ? g->values(now, count, std::move(next)) : nullptr;
+  return g != nullptr ? g->values(now, count, std::move(next), std::move(check)) : nullptr;
 }
 bool capturing(int device) { return cuda_rt::capturing(device); }
 const int64_t* replay_step(int device, int64_t step) {
@@ -181,8 +187,9 @@ std::string describe(int device) { return cuda_rt::describe(device); }
 void synchronize(int device) { cuda_rt::synchronize(device, "synchronize"); }
 
 MemoryStats memory_stats(int device) {
-  const detail::DeviceMemoryCounters c = allocator(device, "memory_stats").counters();
-  return MemoryStats{c.allocated, c.reserved, c.peak_allocated, c.device_mallocs};
+  detail::CachingDeviceAllocator& a = allocator(device, "memory_stats");
+  const detail::DeviceMemoryCounters c = a.counters();
+  return MemoryStats{c.allocated, c.reserved, c.peak_allocated, c.device_mallocs, a.held()};
 }
 void reset_peak_memory(int device) { allocator(device, "reset_peak_memory").reset_peak(); }
 void empty_cache(int device) { allocator(device, "empty_cache").empty_cache(); }
@@ -219,12 +226,12 @@ Graph::Graph(int device) : s_(std::make_unique<detail::GraphState>()) {
 Graph::~Graph() {
   if (!s_->tried) return;
   try {
-    cuda_rt::destroy_graph(s_->device, s_->exec);
-    detail::CachingDeviceAllocator& a = allocator(s_->device, "cuda::Graph");
-    for (const detail::GraphState::Chunk& k : s_->chunks) a.free(k.dev, k.rounded);
-    a.release_graph(s_->id);
+    cuda_rt::destroy_graph(s_->device, s_->exec);  // (a launch still queued runs to its end first)
   } catch (const Error&) {  // (a destructor does not throw: the error shows at the next GPU call)
   }
+  detail::CachingDeviceAllocator& a = allocator(s_->device, "cuda::Graph");
+  for (const detail::GraphState::Chunk& k : s_->chunks) a.free(k.dev, k.rounded);
+  a.release_graph(s_->id);  // (work queued later on the stream runs after the graph's)
 }
 
 void Graph::capture(const std::function<void()>& step) {
@@ -235,6 +242,7 @@ void Graph::capture(const std::function<void()>& step) {
   TG_CHECK(detail::active_captures()[static_cast<size_t>(device)].load() == nullptr, op,
            "cuda:{} is already capturing a graph (one capture at a time)", device);
   s_->tried = true;
+  (void)cuda_rt::index_error_flag(device);  // made (and zeroed) now, not recorded into the graph
   detail::CachingDeviceAllocator& a = allocator(device, op);
   a.begin_capture(s_->id);
   try {
@@ -268,6 +276,9 @@ void Graph::replay() {
   const char* op = "cuda::Graph::replay";
   TG_CHECK(s_->exec != nullptr, op, "{}", s_->tried ? "the capture failed: nothing to replay"
                                                     : "nothing captured yet: call capture(step) first");
+  TG_CHECK(!cuda_rt::capturing(s_->device), op, "cuda:{} is capturing a graph: a replay inside a capture would be "
+           "recorded with this step's values (replay it outside)", s_->device);
+  for (const auto& check : s_->checks) check();  // (a refused replay changes no host state)
   for (const auto& next : s_->nexts) next();
   s_->upload(op);
   cuda_rt::launch_graph(s_->device, s_->exec, op);

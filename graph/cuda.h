@@ -46,6 +46,7 @@ struct MemoryStats {
   size_t reserved = 0;        // allocated + cached, all obtained from cudaMalloc
   size_t peak_allocated = 0;  // the most `allocated` since the start or reset_peak_memory()
   size_t device_mallocs = 0;  // cudaMalloc calls so far (steady loops should add none)
+  size_t graph_held = 0;      // freed buffers that CUDA graphs keep for their replays (in reserved)
 };
 MemoryStats memory_stats(int device = 0);
 void reset_peak_memory(int device = 0);
@@ -143,7 +144,10 @@ std::vector<OpTime> op_time_table(const std::vector<std::pair<std::string, doubl
 // run again (a schedule, a counter or a print belongs outside it). While capturing, reading a GPU
 // value on the host, copying host data to the GPU and KernelProfile refuse with one line; use the
 // device from this thread only. Every tensor the step uses must outlive the graph, and the memory
-// its capture allocated stays reserved for it until it is destroyed.
+// its capture allocated stays reserved for it until it is destroyed (memory_stats().graph_held).
+// A refused capture has run the step's host code up to the refusal and none of its GPU work:
+// gradients it made are unwritten (zero_grad before going on), dropout keys drawn. An optimizer's
+// state must exist before the capture (an eager step first).
 class Graph {
  public:
   explicit Graph(int device = 0);

@@ -25,8 +25,8 @@ size_t CachingDeviceAllocator::round(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-void* CachingDeviceAllocator::take_locked(size_t r) {
-  if (capturing_ >= 0) {  // first a buffer the capture freed itself: its graph already owns it
+void* CachingDeviceAllocator::take_locked(size_t r, bool reuse_capture_frees) {
+  if (capturing_ >= 0 && reuse_capture_frees) {  // first a buffer the capture freed itself: its graph already owns it
     auto own = capture_free_.find(r);
     if (own != capture_free_.end() && !own->second.empty()) {
       void* p = own->second.back();
@@ -44,11 +44,11 @@ void* CachingDeviceAllocator::take_locked(size_t r) {
   return p;
 }
 
-void* CachingDeviceAllocator::allocate(size_t bytes, size_t* rounded, const char* op) {
+void* CachingDeviceAllocator::allocate(size_t bytes, size_t* rounded, const char* op, bool reuse_capture_frees) {
   const size_t r = round(bytes);
   *rounded = r;
   std::lock_guard<std::mutex> lock(mu_);
-  void* p = take_locked(r);
+  void* p = take_locked(r, reuse_capture_frees);
   if (p == nullptr) {
     // During a capture nothing goes back to the driver (cudaFree waits for the device).
     const bool may_release = capturing_ < 0;
@@ -69,6 +69,7 @@ void* CachingDeviceAllocator::allocate(size_t bytes, size_t* rounded, const char
   Block& b = live_[p];
   b.size = r;
   b.owners.clear();
+  b.born = capturing_;
   if (capturing_ >= 0) b.owners.push_back(capturing_);
   c_.allocated += r;
   c_.peak_allocated = std::max(c_.peak_allocated, c_.allocated);
@@ -83,11 +84,13 @@ void CachingDeviceAllocator::free(void* p, size_t rounded) {
   b.size = rounded;
   if (auto it = live_.find(p); it != live_.end()) {
     b.owners = std::move(it->second.owners);
+    b.born = it->second.born;
     live_.erase(it);
   }
   if (!b.owners.empty()) {  // a graph's replays write it: held until every such graph is gone
     held_bytes_ += rounded;
-    if (capturing_ >= 0 && b.owners.size() == 1 && b.owners[0] == capturing_) capture_free_[rounded].push_back(p);
+    if (capturing_ >= 0 && b.born == capturing_ && b.owners.size() == 1 && b.owners[0] == capturing_)
+      capture_free_[rounded].push_back(p);
     held_.emplace(p, std::move(b));
     return;
   }

@@ -36,7 +36,9 @@ class CachingDeviceAllocator {
 
   // A buffer of at least `bytes` (its class's size: *rounded). Out of memory, even after returning
   // the cache to the driver and retrying, throws tg::Error with one line naming op.
-  void* allocate(size_t bytes, size_t* rounded, const char* op);
+  // reuse_capture_frees false: not one of the running capture's freed buffers (a buffer the host
+  // writes before each launch of the graph must be one its recorded kernels never touch).
+  void* allocate(size_t bytes, size_t* rounded, const char* op, bool reuse_capture_frees = true);
   void free(void* p, size_t rounded);
 
   DeviceMemoryCounters counters() const;
@@ -52,8 +54,9 @@ class CachingDeviceAllocator {
   // CUDA graphs (tg::cuda::Graph): a graph's replays write the buffers its capture used, so none of
   // them may serve anything else while the graph lives. Between begin_capture(g) and end_capture()
   // graph g owns every buffer handed out, and every buffer alive when the capture began. An owned
-  // buffer that is freed is held, not cached: one freed during the capture and owned by g alone
-  // serves the capture's later requests of its class (the stream orders its uses); release_graph(g)
+  // buffer that is freed is held, not cached: one the capture allocated, freed during it and owned
+  // by g alone serves the capture's later requests of its class (the stream orders its uses; one
+  // alive before may hold what a replay reads first, so it is not reused); release_graph(g)
   // returns to the cache the held buffers no other graph owns. During a capture nothing is given back
   // to the driver (that would wait for the device) and an out-of-memory fails without the retry.
   void begin_capture(int graph);
@@ -65,8 +68,9 @@ class CachingDeviceAllocator {
   struct Block {
     size_t size = 0;
     std::vector<int> owners;  // graphs that own it (few)
+    int born = -1;            // the capture that allocated it (-1: none)
   };
-  void* take_locked(size_t r);  // from the cache or the capture's own held buffers, or nullptr
+  void* take_locked(size_t r, bool reuse_capture_frees);  // from the cache or the capture's own frees, or nullptr
   void release_cache_locked();
   [[noreturn]] void fail_out_of_memory(size_t bytes, const char* op, bool over_limit);
 

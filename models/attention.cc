@@ -82,10 +82,12 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     const double lowest = q.dtype() == kFloat64 ? std::numeric_limits<double>::lowest()
                                                 : static_cast<double>(std::numeric_limits<float>::lowest());
     weights = softmax(masked_fill(scores, mask, lowest), -1);
-    // Zero the rows of queries that see no key; the mask alone says whether any exists (a causal
-    // mask without padding has none), and then the pass over the weights and its backward are skipped.
+    // Zero the rows of queries that see no key; on the CPU the mask alone says whether any exists (a
+    // causal mask without padding has none), and then the pass over the weights and its backward are
+    // skipped. A GPU always takes the pass: reading the answer would wait for the device.
     const Tensor keys_seen = sum(logical_not(mask).to(q.dtype()), {-1}, true);  // [..., T, 1]
-    if (keys_seen.numel() > 0 && amin(keys_seen).item() == 0) weights = where(gt(keys_seen, 0.0), weights, 0.0);
+    if (keys_seen.numel() > 0 && (q.is_cuda() || amin(keys_seen).item() == 0))
+      weights = where(gt(keys_seen, 0.0), weights, 0.0);
   } else {
     weights = softmax(scores, -1);
   }

@@ -643,7 +643,7 @@ Tensor negative_sampling_loss(const Tensor& input, const Tensor& output, Reducti
 namespace detail {
 
 const uint64_t* gpu_row_keys(const DropoutKeys& keys, const Tensor& x, const char* op) {
-  if (!keys.rows) return nullptr;
+  if (!keys.rows || keys.rows->empty()) return nullptr;  // (no rows: nothing to drop)
   if (keys.rows_at != nullptr) return keys.rows_at;
   TG_CHECK(keys.rows_on_device.defined(), op, "a gradient on {} for a call made on the CPU", x.device().str());
   check_same_device(op, x, "input", keys.rows_on_device, "row keys");
@@ -739,10 +739,14 @@ DropoutKeys dropout_keys(const Shape& shape, const Device& device) {
   if (sk && shape.rank() >= 2 && shape[0] == static_cast<int64_t>(sk->samples.size())) {
     keys.rows = sample_row_keys(shape, *sk);
     if (graph) {  // each replay's keys: those of the scope open then, for the same shape
-      keys.rows_at = step_values(device.index, keys.rows->data(), keys.rows->size(), [shape](uint64_t* out) {
-        const auto rows = sample_row_keys(shape, replay_scope(static_cast<size_t>(shape[0])));
-        std::memcpy(out, rows->data(), rows->size() * sizeof(uint64_t));
-      });
+      const size_t samples = static_cast<size_t>(shape[0]);
+      keys.rows_at = step_values(
+          device.index, keys.rows->data(), keys.rows->size(),
+          [shape, samples](uint64_t* out) {
+            const auto rows = sample_row_keys(shape, replay_scope(samples));
+            std::memcpy(out, rows->data(), rows->size() * sizeof(uint64_t));
+          },
+          [samples] { (void)replay_scope(samples); });
     } else if (device.is_cuda()) {  // the keys travel as int64 bits: one upload a call, read by forward and backward
       std::vector<int64_t> bits(keys.rows->size());
       std::memcpy(bits.data(), keys.rows->data(), bits.size() * sizeof(int64_t));
@@ -754,17 +758,20 @@ DropoutKeys dropout_keys(const Shape& shape, const Device& device) {
     keys.key = scope_key(*sk);
     if (graph) {
       const size_t samples = sk->samples.size();
-      keys.key_at = step_values(device.index, &keys.key, 1, [samples](uint64_t* out) { *out = scope_key(replay_scope(samples)); });
+      keys.key_at = step_values(
+          device.index, &keys.key, 1, [samples](uint64_t* out) { *out = scope_key(replay_scope(samples)); },
+          [samples] { (void)replay_scope(samples); });
     }
   } else {
     keys.key = default_generator().next_u64();
     if (graph) {
-      keys.key_at = step_values(device.index, &keys.key, 1, [](uint64_t* out) {
-        TG_CHECK(current_sample_keys() == nullptr, "cuda::Graph::replay",
-                 "a SampleKeyScope is open, but the captured step's dropout drew from the global generator (no scope "
-                 "was open at its capture): capture the step inside such a scope");
-        *out = default_generator().next_u64();
-      });
+      keys.key_at = step_values(
+          device.index, &keys.key, 1, [](uint64_t* out) { *out = default_generator().next_u64(); },
+          [] {
+            TG_CHECK(current_sample_keys() == nullptr, "cuda::Graph::replay",
+                     "a SampleKeyScope is open, but the captured step's dropout drew from the global generator (no "
+                     "scope was open at its capture): capture the step inside such a scope");
+          });
     }
   }
   return keys;
@@ -842,7 +849,14 @@ Tensor causal_mask(int64_t T, int64_t S, int64_t offset) {
   return m;
 }
 Tensor causal_mask(int64_t T) { return causal_mask(T, T); }
-Tensor causal_mask(int64_t T, int64_t S, int64_t offset, Device device) { return causal_mask(T, S, offset).to(device); }
+Tensor causal_mask(int64_t T, int64_t S, int64_t offset, Device device) {
+  if (!device.is_cuda()) return causal_mask(T, S, offset);
+  TG_CHECK(T >= 0 && S >= 0 && offset >= 0, "causal_mask", "lengths and offset must be non-negative, got {}, {} and {}",
+           T, S, offset);
+  Tensor m = Tensor::empty(Shape{T, S}, kBool, device);  // made there: no copy from the host (a CUDA graph records it)
+  cuda_ops::causal_mask(device.index, "causal_mask", static_cast<bool*>(detail::gpu_ptr(m)), T, S, offset);
+  return m;
+}
 
 Tensor padding_mask(const Tensor& ids, int64_t pad_id) {
   detail::check_index(ids, "padding_mask");

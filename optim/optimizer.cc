@@ -27,6 +27,14 @@ Tensor grad_as(const Tensor& p) {
   return g.dtype() == p.dtype() ? g : g.to(p.dtype());
 }
 
+// An optimizer's state is made (zeros) at its first step: not while a CUDA graph is captured, where
+// the zeros would be written again at every replay.
+void check_not_capturing(const char* op, const std::string& name, const Tensor& p) {
+  TG_CHECK(!p.is_cuda() || !detail::capturing(p.device().index), op,
+           "the state of parameter '{}' would be made inside a CUDA graph's capture (every replay would zero it "
+           "again): run an eager step before capturing", name);
+}
+
 // Adam's bias-corrected step size and 1 / sqrt(1 - beta2^t) for a parameter's t-th update.
 void adam_scalars(double lr, const AdamOptions& o, double t, double* step_size, double* inv_sqrt_bc2) {
   const double bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
@@ -308,6 +316,7 @@ void SGD::step() {
     const bool has_momentum = opts.momentum != 0;
     bool first = false;
     if (has_momentum && !buffer(i, 0).defined()) {
+      check_not_capturing("SGD", params_[i].first, p);
       buffer(i, 0) = zeros(p.shape(), p.dtype(), p.device());
       first = true;
     }
@@ -374,6 +383,7 @@ void Adam::step() {
     if (!g.defined()) continue;
     p.impl().storage->bump_version();  // autocast's packed copy of this weight is stale
     if (!buffer(i, 0).defined()) {
+      check_not_capturing(type_name().c_str(), params_[i].first, p);
       buffer(i, 0) = zeros(p.shape(), p.dtype(), p.device());
       buffer(i, 1) = zeros(p.shape(), p.dtype(), p.device());
     }

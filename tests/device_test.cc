@@ -187,6 +187,35 @@ TEST(DeviceAllocator, AGraphKeepsTheBuffersItsReplaysWrite) {
   EXPECT_EQ(dev.used, 0u);
 }
 
+// A capture reuses only the temporaries it allocated itself: a buffer alive when it began may hold
+// what a replay reads first, and one the host writes before each launch (reuse_capture_frees
+// false) must be one no recorded kernel touches.
+TEST(DeviceAllocator, ACaptureReusesOnlyItsOwnTemporaries) {
+  FakeDevice dev(size_t{1} << 30);
+  tg::detail::CachingDeviceAllocator a(&dev);
+  size_t r = 0;
+  void* input = a.allocate(4096, &r, "op");   // made before the capture, read by the step
+  a.begin_capture(1);
+  a.free(input, r);                           // the step drops it...
+  void* t1 = a.allocate(4096, &r, "op");      // ...but a later temporary does not take it
+  EXPECT_NE(t1, input);
+  a.free(t1, r);
+  void* t2 = a.allocate(4096, &r, "op");      // the capture's own temporary: reused
+  EXPECT_EQ(t2, t1);
+  a.free(t2, r);
+  void* values = a.allocate(4096, &r, "op", /*reuse_capture_frees=*/false);
+  EXPECT_NE(values, t1);
+  EXPECT_NE(values, input);
+  a.free(values, r);
+  a.end_capture();
+  EXPECT_EQ(a.held(), 3 * r);
+  a.release_graph(1);
+  EXPECT_EQ(a.held(), 0u);
+  EXPECT_EQ(a.counters().allocated, 0u);
+  a.empty_cache();
+  EXPECT_EQ(dev.used, 0u);
+}
+
 // A buffer two graphs use is held until both are gone; a capture never takes another graph's.
 TEST(DeviceAllocator, ABufferOfTwoGraphsWaitsForBoth) {
   FakeDevice dev(size_t{1} << 30);

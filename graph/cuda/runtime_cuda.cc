@@ -204,14 +204,15 @@ void mem_info(int device, size_t* free_bytes, size_t* total_bytes) {
   *free_bytes = *total_bytes = 0;
   if (g_broken.load(std::memory_order_acquire)) return;
   use_device(device, "mem_info");
+  const RelaxedCapture relaxed;  // (asked by an out-of-memory message, perhaps while capturing)
   if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
 }
 
 namespace {
 [[noreturn]] void refuse_in_capture(int device, const char* op, const char* what) {
   fail(op, "{} while a CUDA graph is being captured on cuda:{} (tg::cuda::Graph::capture): {}", what, device,
-       "a captured step keeps its data on the GPU; copy new inputs into the step's tensors before replay(), and read "
-       "results after it");
+       "a captured step keeps its data on the GPU (a replay would copy the same bytes again, or none); copy new inputs "
+       "into the step's tensors before replay(), and read results after it");
 }
 }  // namespace
 
@@ -219,7 +220,7 @@ void copy_to_device(int device, void* dst, const void* src, size_t bytes, const 
   use_device(device, op);
   if (bytes == 0) return;
   if (devices()[device].capturing.load(std::memory_order_acquire))
-    refuse_in_capture(device, op, "would copy host data to the GPU (every replay would copy the same bytes again)");
+    refuse_in_capture(device, op, "would copy host data to the GPU");
   // From pageable host memory cudaMemcpyAsync returns once the source has been read (staged), so the
   // caller may free it; the copy is ordered on the stream.
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, devices()[device].stream), device, op,

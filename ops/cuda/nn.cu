@@ -512,6 +512,18 @@ void bias_act_backward(const BiasActArgs& a, const void* g, void* dx, void* db, 
   cuda_rt::after_launch(a.device, a.op);
 }
 
+namespace {
+__global__ void causal_mask_kernel(bool* m, int64_t n, int64_t S, int64_t offset) {
+  TG_GRID_LOOP(k, n) { m[k] = k % S > k / S + offset; }
+}
+}  // namespace
+
+void causal_mask(int device, const char* op, bool* m, int64_t T, int64_t S, int64_t offset) {
+  if (T == 0 || S == 0) return;
+  causal_mask_kernel<<<blocks_for(T * S), kThreads, 0, stream_of(device)>>>(m, T * S, S, offset), cuda_rt::count_launch();
+  cuda_rt::after_launch(device, op);
+}
+
 void relu_backward_bf16(int device, const char* op, const void* g, const void* y, void* d, int64_t n) {
   if (n == 0) return;
   relu_backward_bf16_kernel<<<blocks_for(n), kThreads, 0, stream_of(device)>>>(

@@ -142,4 +142,8 @@ void dropout(const DropoutArgs& args);  // float32, float64, or bfloat16 (comput
 // d = g where y > 0, else 0, for n bfloat16 elements (a ReLU's backward from its kept output).
 void relu_backward_bf16(int device, const char* op, const void* g, const void* y, void* d, int64_t n);
 
+// m[i, j] = j > i + offset for a bool [T, S] (causal_mask, made on the device: nothing copied from
+// the host, so a CUDA graph can record it).
+void causal_mask(int device, const char* op, bool* m, int64_t T, int64_t S, int64_t offset);
+
 }  // namespace tg::cuda_ops

@@ -19,4 +19,7 @@ void dropout(const DropoutArgs& a) { detail::fail(a.op, "this tapegrad was built
 void relu_backward_bf16(int, const char* op, const void*, const void*, void*, int64_t) {
   detail::fail(op, "this tapegrad was built without CUDA");
 }
+void causal_mask(int, const char* op, bool*, int64_t, int64_t, int64_t) {
+  detail::fail(op, "this tapegrad was built without CUDA");
+}
 }  // namespace tg::cuda_ops

@@ -58,6 +58,16 @@ TEST(Gpu, FactoriesFillOnTheDevice) {
     EXPECT_EQ(tg::zeros_like(f).device(), kGpu);
   }
   EXPECT_EQ(tg::full({}, -2.5, tg::kFloat32, kGpu).item(), -2.5);
+  // Causal masks are made on the device (a kernel, no copy from the host): the CPU's bits.
+  for (auto [T, S, offset] : {std::tuple<int64_t, int64_t, int64_t>{5, 5, 0}, {3, 7, 4}, {64, 80, 2}, {1, 9, 8}, {0, 4, 0}}) {
+    const uint64_t k0 = tg::cuda::kernel_launches();
+    Tensor m = tg::causal_mask(T, S, offset, kGpu);
+    EXPECT_TRUE(m.is_cuda());
+    if (T > 0) {
+      EXPECT_EQ(tg::cuda::kernel_launches() - k0, 1u);
+    }
+    EXPECT_EQ(bytes_of(m.to(tg::kCPU)), bytes_of(tg::causal_mask(T, S, offset))) << T << " " << S << " " << offset;
+  }
 }
 
 TEST(Gpu, TheHostReadsDeviceMemoryOnlyThroughCopies) {

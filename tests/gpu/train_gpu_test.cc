@@ -276,6 +276,24 @@ TEST(GpuTrain, ACaptureRefusesHostWaitsAndUploads) {
     EXPECT_NE(std::string(e.what()).find("cuda::Graph::capture: this graph has already captured a step"),
               std::string::npos) << e.what();
   }
+  // An optimizer's first step inside a capture would record its state's zeros (every replay would
+  // zero it again): refused, naming the parameter.
+  Tensor w = tg::ones({3}, tg::kFloat32, kGpu);
+  w.requires_grad_();
+  tg::AdamW opt({{"w", w}});
+  tg::cuda::Graph first;
+  try {
+    first.capture([&] {
+      tg::sum(tg::mul(w, w)).backward();
+      opt.step();
+    });
+    FAIL() << "no error";
+  } catch (const tg::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("AdamW: the state of parameter 'w' would be made inside a CUDA graph's capture"),
+              std::string::npos) << e.what();
+  }
+  opt.zero_grad();
+  EXPECT_EQ(w.to_vector<float>(), std::vector<float>(3, 1.0f));  // nothing ran
 }
 
 }  // namespace
