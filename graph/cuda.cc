@@ -116,8 +116,14 @@ std::atomic<int> g_graph_ids{0};
 
 const uint64_t* GraphState::values(const uint64_t* now, size_t count, std::function<void(uint64_t*)> next,
                                    std::function<void()> check) {
-  if (count == 0) return nullptr;
   if (check) checks.push_back(std::move(check));
+  if (count == 0) {  // no values, but the host work a replay must repeat (a scope's call counted)
+    nexts.push_back([next = std::move(next)] {
+      uint64_t none = 0;
+      next(&none);
+    });
+    return nullptr;
+  }
   size_t c = chunks.size();
   if (count <= cuda_rt::kValuesALaunch && c > 0 && chunks.back().capacity - chunks.back().host.size() >= count) {
     c = chunks.size() - 1;

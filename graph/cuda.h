@@ -143,8 +143,9 @@ std::vector<OpTime> op_time_table(const std::vector<std::pair<std::string, doubl
 // read and written (the same memory), other arguments, and the host code of `step`, which does not
 // run again (a schedule, a counter or a print belongs outside it). While capturing, reading a GPU
 // value on the host, copying host data to the GPU and KernelProfile refuse with one line; use the
-// device from this thread only. Every tensor the step uses must outlive the graph, and the memory
-// its capture allocated stays reserved for it until it is destroyed (memory_stats().graph_held).
+// device from this thread only. Every tensor, module and optimizer the step uses must outlive the
+// graph (a replay updates the optimizer's counts), and the memory its capture allocated stays
+// reserved for it until it is destroyed (memory_stats().graph_held).
 // A refused capture has run the step's host code up to the refusal and none of its GPU work:
 // gradients it made are unwritten (zero_grad before going on), dropout keys drawn. An optimizer's
 // state must exist before the capture (an eager step first).
