@@ -517,6 +517,11 @@ Tensor gpu_bf16_copy(const Tensor& w) {
   auto c = std::static_pointer_cast<const Tensor>(st.derived(kGpuBf16Slot, gpu_bf16_key(st.version() - 1)));
   return c && c->shape() == w.shape() ? *c : Tensor();
 }
+void keep_gpu_bf16_copy(const Tensor& x, const Tensor& copy) {
+  if (!covers_storage(x) || !copy.defined() || copy.numel() != x.numel() || copy.dtype() != kBFloat16) return;
+  const Storage& st = *x.impl().storage;
+  st.set_derived(kGpuBf16Slot, gpu_bf16_key(st.version()), std::make_shared<const Tensor>(copy));
+}
 void mark_gpu_bf16_copy_fresh(const Tensor& w) {
   const Storage& st = *w.impl().storage;
   if (auto c = st.derived_any(kGpuBf16Slot)) st.set_derived(kGpuBf16Slot, gpu_bf16_key(st.version()), std::move(c));

@@ -34,6 +34,9 @@ namespace detail {
 // undefined tensor; mark_gpu_bf16_copy_fresh: the update just queued wrote it for the new version.
 Tensor gpu_bf16_copy(const Tensor& weight);
 void mark_gpu_bf16_copy_fresh(const Tensor& weight);
+// An op that wrote its float32 GPU output x and, in the same pass, x rounded to bfloat16 (`copy`)
+// hands the copy over: under autocast, the products that read x take it instead of casting x.
+void keep_gpu_bf16_copy(const Tensor& x, const Tensor& copy);
 }  // namespace detail
 
 }  // namespace tg

@@ -2,6 +2,7 @@
 // strided share, combined by a fixed tree in shared memory (deterministic); and the elementwise
 // kernels of the losses' targets and of dropout.
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/nn.h"
@@ -77,7 +78,8 @@ __global__ void softmax_backward_columns(bool log, const T* y, const T* g, T* dx
 }
 
 template <class T>
-__global__ void norm_rows(bool rms, const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t D, T eps) {
+__global__ void norm_rows(bool rms, const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t D, T eps,
+                          uint16_t* y16) {
   __shared__ T part[kRowThreads];
   const int64_t r = blockIdx.x;
   const T* xr = x + r * D;
@@ -103,6 +105,9 @@ __global__ void norm_rows(bool rms, const T* x, const T* w, const T* b, T* y, T*
     if (w != nullptr) v *= w[i];
     if (b != nullptr) v += b[i];
     yr[i] = v;
+    if constexpr (std::is_same_v<T, float>) {
+      if (y16 != nullptr) y16[r * D + i] = math::float_to_bf16(v);
+    }
   }
 }
 
@@ -370,7 +375,8 @@ void norm(const NormArgs& a) {
       norm_rows<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(
           a.rms, static_cast<const T*>(a.x) + r * a.D, static_cast<const T*>(a.w), static_cast<const T*>(a.b),
           static_cast<T*>(a.y) + r * a.D, a.rms ? nullptr : static_cast<T*>(a.mean) + r, static_cast<T*>(a.rstd) + r, a.D,
-          static_cast<T>(a.eps)), cuda_rt::count_launch();
+          static_cast<T>(a.eps), a.y_bf16 != nullptr ? static_cast<uint16_t*>(a.y_bf16) + r * a.D : nullptr),
+          cuda_rt::count_launch();
     }
   });
   cuda_rt::after_launch(a.device, a.op);

@@ -38,6 +38,7 @@ struct NormArgs {
   void* rstd = nullptr;
   int64_t rows = 0, D = 0;
   double eps = 1e-5;
+  void* y_bf16 = nullptr;  // float32: also y rounded to bfloat16 here (autocast's copy for the products that read y)
 };
 void norm(const NormArgs& args);
 

@@ -1026,6 +1026,29 @@ TEST(Gpu, AutocastFeedForwardKeepsItsHiddenLayerInBFloat16) {
   }
 }
 
+// Trained under autocast on a GPU, layer norm and RMS norm write their output's bfloat16 rounding in
+// the same pass, and the products that read the output take it: no conversion, the bits of a
+// product of the output converted afresh.
+TEST(Gpu, AutocastNormsHandTheirOutputsBFloat16CopyToTheProducts) {
+  TG_NEED_GPU();
+  tg::manual_seed(31);
+  const Tensor x = tg::randn({6, 10, 256}).to(kGpu).requires_grad_();
+  const Tensor g = tg::randn({256}).to(kGpu).requires_grad_(), b = tg::randn({256}).to(kGpu).requires_grad_();
+  const Tensor w = tg::randn({128, 256}).to(kGpu).requires_grad_(), bias = tg::randn({128}).to(kGpu).requires_grad_();
+  for (const bool rms : {false, true}) {
+    tg::AutocastGuard autocast(tg::kBFloat16);
+    (void)tg::linear(x, w, bias);  // (the weight's own copy, made once)
+    const Tensor y = rms ? tg::rms_norm(x, g) : tg::layer_norm(x, 1, g, b);
+    const uint64_t k0 = tg::cuda::kernel_launches();
+    const Tensor z = tg::linear(y, w, bias);
+    const uint64_t k1 = tg::cuda::kernel_launches();
+    const Tensor fresh = tg::linear(y.detach().clone(), w, bias);  // a new storage: converted first
+    const uint64_t k2 = tg::cuda::kernel_launches();
+    EXPECT_EQ(k2 - k1, k1 - k0 + 1) << "rms " << rms << ": the product of the norm's output converts nothing";
+    EXPECT_EQ(bytes_of(z.to(tg::kCPU)), bytes_of(fresh.to(tg::kCPU))) << "rms " << rms;
+  }
+}
+
 // A layer's residual connection on a GPU, residual + dropout(x), is one kernel with the bits of the
 // two ops (the same mask, the sum rounded on its own), forward and backward, keyed by the generator
 // or by sample, in float32 and float64.
