@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Issue 48's GPU check, run ON the GPU machine from the project root (../shared/device/README.md),
-# ≤ 7 minutes with the build: one architecture (sm_90a) and the targets it needs; training steps
-# A, B, C (C also at batch 256) in float32, TF32 and bf16 beside PyTorch eager on the same card
-# (torch.compile for C at batch 256 in bf16), and the batch-16 steps again as CUDA graphs; 20
-# steps of A in float32 against the CPU; the character LM (tiny-shakespeare, 4 layers, 2,000
-# steps) in float32 and bf16 against this commit's CPU figures (below, from bench/RESULTS.md); the
-# GPU training tests (the CUDA graph's among them) with TG_REQUIRE_GPU=1. One line
-# per goal, and where step C's GPU time goes at batch 256 in bf16 (tg::cuda::KernelProfile); logs
-# and JSON lines in $OUT.
+# ≤ 7 minutes with the build (one architecture, sm_90a, and the targets every GPU check shares:
+# tests/gpu/device_run.sh; none rebuilt after tests/gpu/check.sh on the same warm machine): training
+# steps A, B, C (C also at batch 256) in float32, TF32 and bf16 beside PyTorch eager on the same
+# card (torch.compile for C at batch 256 in bf16), and the batch-16 steps again as CUDA graphs; 20
+# steps of A in float32 against the CPU; the character LM (tiny-shakespeare, 4 layers, 2,000 steps)
+# in float32 and bf16 against this commit's CPU figures (below, from bench/RESULTS.md); the GPU
+# training tests (the CUDA graph's among them) with TG_REQUIRE_GPU=1. One line per goal, and where
+# step C's GPU time goes at batch 256 in bf16 (tg::cuda::KernelProfile); logs and JSON lines in
+# $OUT.
 #   here:        bash ../shared/device/prepare.sh && git rev-parse --short HEAD > .device/commit
 #   the device:  bash bench/gpu_train_check.sh     (run tool: carry [".device"], timeout_s <= 480)
 set -uo pipefail
@@ -17,8 +18,6 @@ export OUT
 # The character LM's validation loss on the CPU at this commit (2 threads; bench/RESULTS.md says
 # when and how): the GPU run must come within 0.02 (float32) and 0.03 (bf16).
 export CPU_LM_FP32=${CPU_LM_FP32:-1.8099} CPU_LM_BF16=${CPU_LM_BF16:-1.8081}
-export TG_CMAKE_ARGS="-DTG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTG_BUILD_BENCH=ON"
-export TG_BUILD_TARGETS="gpu_train gpu_ops train_lm tg_gpu_tests"
 export TG_CMD_TIMEOUT=${TG_CMD_TIMEOUT:-240}
 # Files in $OUT (8 at most come back): gpu-check.log, configure.log, build.log, ops.jsonl,
 # tg_train.jsonl, torch_train.jsonl, lm.log, train-tests.log. torch.compile runs last, on its own

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# On the GPU machine: .device/gpu-check.sh with these commands (the build, then each command). If
-# the build fails with warnings as errors (a warning of the device's g++ 13 or nvcc that our own
-# machines never showed), it builds again without -Werror so that the one run is not lost, and says
-# so with the first errors (the "warning-free build" goal is then not met).
+# On the GPU machine: .device/gpu-check.sh with these commands (the build, then each command).
+# The GPU checks (tests/gpu/check.sh, bench/gpu_train_check.sh, bench/gpu_translator_check.sh) share
+# one configuration and one set of targets: the first builds them all, and on the same machine while
+# it is warm the others rebuild nothing. If the build fails with warnings as errors (a warning of
+# the device's g++ 13 or nvcc that our own machines never showed), it builds again without -Werror so
+# that the run is not lost, says so with the first errors (the "warning-free build" goal is then not
+# met), and leaves a mark so that the next check on this machine goes straight to that build.
 set -uo pipefail
 OUT=${OUT:-/tmp/device-out}
 export OUT
+export TG_CMAKE_ARGS=${TG_CMAKE_ARGS:-"-DTG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTG_BUILD_BENCH=ON"}
+export TG_BUILD_TARGETS=${TG_BUILD_TARGETS:-"tg_gpu_tests gpu_ops gpu_train train_lm train_translator"}
+mark=build-device/.werror-failed
+if [ -f "$mark" ]; then
+  printf 'goal warning-free build (-Werror): NOT met (an earlier check on this machine); its first errors:\n%s\n' "$(cat "$mark")"
+  TG_CMAKE_ARGS="$TG_CMAKE_ARGS -DTG_WERROR=OFF" exec bash .device/gpu-check.sh "$@"
+fi
 bash .device/gpu-check.sh "$@"
 rc=$?
 if ! grep -q "configured and built in" "$OUT/gpu-check.log" 2>/dev/null; then
   errs=$(grep -h -m20 -E 'error' "$OUT/configure.log" "$OUT/build.log" 2>/dev/null)
   echo "NOTE: the build with warnings as errors failed; building again without -Werror"
-  TG_CMAKE_ARGS="${TG_CMAKE_ARGS:-} -DTG_WERROR=OFF" bash .device/gpu-check.sh "$@"
+  TG_CMAKE_ARGS="$TG_CMAKE_ARGS -DTG_WERROR=OFF" bash .device/gpu-check.sh "$@"
   rc=$?
+  mkdir -p build-device && printf '%s\n' "$errs" > "$mark"
   printf 'goal warning-free build (-Werror): NOT met; its first errors:\n%s\n' "$errs"
 fi
 exit $rc
