@@ -420,18 +420,17 @@ Tensor linear_fused(const Tensor& x, const Tensor& w, const Tensor& bias, bool r
     Tensor d;
     Tensor gb;
     if (out_bf16 && keep_bf16) {  // a bfloat16 gradient, read by the products as it is
-      if (relu) {  // d = g where y > 0, in bfloat16
-        g = to(g, kBFloat16);  // (a gradient summed with a float32 one, or a hook's, may be float32)
-        d = Tensor::empty(g.shape(), kBFloat16, g.device());
-        cuda_ops::relu_backward_bf16(g.device().index, "linear", detail::gpu_ptr(g), detail::gpu_ptr(n.output()),
-                                     detail::gpu_ptr(d), d.numel());
-      } else {
-        d = g;
-      }
-      if (n.needs(2)) {  // the bias's column sums in float32, as the product 1ᵀ d [1, rows] x [rows, D]
+      if (relu || n.needs(2)) g = to(g, kBFloat16);  // (one summed with a float32 gradient, or a hook's, may be float32)
+      d = relu ? Tensor::empty(g.shape(), kBFloat16, g.device()) : g;
+      const void* y = relu ? detail::gpu_ptr(n.output()) : nullptr;
+      if (n.needs(2)) {  // one pass: d = g where y > 0 (ReLU), and the bias's column sums of d in float32
         gb = Tensor::empty(bias.shape(), kFloat32, g.device());
-        const Tensor ones = full({1, rows}, 1.0, kBFloat16, g.device());
-        gpu_matmul(ones, d, gb, false, false, 1, D, rows, {0}, {0}, /*autocast=*/true);
+        const Tensor partial = Tensor::empty({cuda_ops::bf16_column_sums_scratch(rows, D)}, kFloat32, g.device());
+        cuda_ops::bf16_backward_with_sums(g.device().index, "linear", detail::gpu_ptr(g), y,
+                                          relu ? detail::gpu_ptr(d) : nullptr, static_cast<float*>(detail::gpu_ptr(gb)),
+                                          static_cast<float*>(detail::gpu_ptr(partial)), rows, D);
+      } else if (relu) {  // d = g where y > 0, in bfloat16
+        cuda_ops::relu_backward_bf16(g.device().index, "linear", detail::gpu_ptr(g), y, detail::gpu_ptr(d), d.numel());
       }
     } else if (relu && g.is_cuda() && !grad_enabled()) {  // one pass: d = g where y > 0, then the bias's column sums
       d = Tensor::empty(g.shape(), g.dtype(), g.device());

@@ -174,6 +174,34 @@ __global__ void norm_param_partials(bool rms, const T* x, const T* g, const T* m
   if (pb != nullptr) pb[c * D + j] = sb;
 }
 
+// d = g where y > 0 (y null: d = g; d null: not written), bfloat16, for a chunk of kNormChunk rows
+// and a column a thread, and that chunk's column sums of d in float32 (8 rows' loads in flight,
+// added in row order).
+__global__ void bf16_backward_partials(const uint16_t* g, const uint16_t* y, uint16_t* d, float* pb, int64_t rows,
+                                       int64_t D) {
+  const int64_t c = blockIdx.x, j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  const int64_t r0 = c * kNormChunk, r1 = r0 + kNormChunk < rows ? r0 + kNormChunk : rows;
+  float s = 0;
+  for (int64_t r = r0; r < r1; r += 8) {
+    uint16_t v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t ru = r + u < r1 ? r + u : r;
+      const uint16_t gv = g[ru * D + j];
+      v[u] = y == nullptr || math::bf16_to_float(y[ru * D + j]) > 0.0f ? gv : uint16_t{0};
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      if (r + u < r1) {
+        if (d != nullptr) d[(r + u) * D + j] = v[u];
+        s += math::bf16_to_float(v[u]);
+      }
+    }
+  }
+  pb[c * D + j] = s;
+}
+
 template <class T>
 __global__ void norm_param_finish(const T* pw, const T* pb, T* gw, T* gb, int64_t chunks, int64_t D) {
   TG_GRID_LOOP(j, D) {
@@ -527,6 +555,25 @@ __global__ void causal_mask_kernel(bool* m, int64_t n, int64_t S, int64_t offset
 void causal_mask(int device, const char* op, bool* m, int64_t T, int64_t S, int64_t offset) {
   if (T == 0 || S == 0) return;
   causal_mask_kernel<<<blocks_for(T * S), kThreads, 0, stream_of(device)>>>(m, T * S, S, offset), cuda_rt::count_launch();
+  cuda_rt::after_launch(device, op);
+}
+
+int64_t bf16_column_sums_scratch(int64_t rows, int64_t D) { return (rows + kNormChunk - 1) / kNormChunk * D; }
+
+void bf16_backward_with_sums(int device, const char* op, const void* g, const void* y, void* d, float* db, float* partial,
+                             int64_t rows, int64_t D) {
+  if (D == 0) return;
+  cudaStream_t s = stream_of(device);
+  if (rows == 0) {  // no rows: the bias's gradient sums nothing
+    cuda_rt::fill_bytes(device, db, static_cast<size_t>(D) * sizeof(float), 0, op);
+    return;
+  }
+  const int64_t chunks = (rows + kNormChunk - 1) / kNormChunk;
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((D + kThreads - 1) / kThreads));
+  bf16_backward_partials<<<grid, kThreads, 0, s>>>(static_cast<const uint16_t*>(g), static_cast<const uint16_t*>(y),
+                                                   static_cast<uint16_t*>(d), partial, rows, D), cuda_rt::count_launch();
+  norm_param_finish<float><<<blocks_for(D), kThreads, 0, s>>>(nullptr, partial, nullptr, db, chunks, D),
+      cuda_rt::count_launch();
   cuda_rt::after_launch(device, op);
 }
 

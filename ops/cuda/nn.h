@@ -142,6 +142,13 @@ void dropout(const DropoutArgs& args);  // float32, float64, or bfloat16 (comput
 
 // d = g where y > 0, else 0, for n bfloat16 elements (a ReLU's backward from its kept output).
 void relu_backward_bf16(int device, const char* op, const void* g, const void* y, void* d, int64_t n);
+// The backward of a bfloat16 linear's output over rows of D in one pass: d = g where y > 0 (y null:
+// d = g; d null: not written) and the bias's gradient db = the column sums of d in float32, summed
+// in a fixed order (a chunk of rows at a time into `partial`, then the chunks in order: the
+// norms' two passes). partial: bf16_column_sums_scratch(rows, D) float32s.
+int64_t bf16_column_sums_scratch(int64_t rows, int64_t D);
+void bf16_backward_with_sums(int device, const char* op, const void* g, const void* y, void* d, float* db, float* partial,
+                             int64_t rows, int64_t D);
 
 // m[i, j] = j > i + offset for a bool [T, S] (causal_mask, made on the device: nothing copied from
 // the host, so a CUDA graph can record it).

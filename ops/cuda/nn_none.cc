@@ -19,6 +19,10 @@ void dropout(const DropoutArgs& a) { detail::fail(a.op, "this tapegrad was built
 void relu_backward_bf16(int, const char* op, const void*, const void*, void*, int64_t) {
   detail::fail(op, "this tapegrad was built without CUDA");
 }
+int64_t bf16_column_sums_scratch(int64_t, int64_t) { return 0; }
+void bf16_backward_with_sums(int, const char* op, const void*, const void*, void*, float*, float*, int64_t, int64_t) {
+  detail::fail(op, "this tapegrad was built without CUDA");
+}
 void causal_mask(int, const char* op, bool*, int64_t, int64_t, int64_t) {
   detail::fail(op, "this tapegrad was built without CUDA");
 }
