@@ -31,6 +31,7 @@ void check_random_dtype(DType d, const char* op) {
 }  // namespace
 
 void fill_(const Tensor& t, double value) {
+  t.impl().storage->bump_version();  // (a bfloat16 copy or pack made of the old values is stale)
   if (t.is_cuda()) {  // the element's bits, converted on the host, written by one kernel
     Tensor one = Tensor::empty(Shape{}, t.dtype());
     fill_with(one, [value](int64_t) { return value; });
