@@ -9,6 +9,7 @@
 #include <optional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu_test_util.h"
