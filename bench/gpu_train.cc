@@ -222,11 +222,12 @@ int main(int argc, char** argv) {
           const double tflops = product_flops(*c.model, c.tokens) / (t.ms * 1e-3) / 1e12;
           fmt::print("{{\"case\": \"train\", \"config\": \"{}\", \"precision\": \"{}\", \"batch\": {}, \"tokens\": {}, "
                      "\"ms\": {:.3f}, \"tokens_per_s\": {:.0f}, \"host_us\": {:.0f}, \"kernels\": {}, \"peak_mib\": {:.1f}, "
-                     "\"product_tflops\": {:.1f}, \"share_of_bf16_peak\": {}, \"loss\": {:.4f}, \"graph\": {}}}\n",
+                     "\"product_tflops\": {:.1f}, \"share_of_bf16_peak\": {}, \"loss\": {}, \"graph\": {}}}\n",
                      config, prec, c.tokens / (config == 'B' ? 128 : config == 'C' ? 64 : 32), c.tokens, t.ms,
                      static_cast<double>(c.tokens) / (t.ms * 1e-3), t.host_us, t.kernels,
                      static_cast<double>(t.peak) / (1 << 20), tflops,
-                     bf16_tflops > 0 ? fmt::format("{:.3f}", tflops / bf16_tflops) : std::string("null"), t.loss,
+                     bf16_tflops > 0 ? fmt::format("{:.3f}", tflops / bf16_tflops) : std::string("null"),
+                     std::isfinite(t.loss) ? fmt::format("{:.4f}", t.loss) : std::string("null"),  // (JSON has no NaN)
                      graph ? "true" : "false");
           std::fflush(stdout);
           if (profile) profile_steps(c, config, c.tokens / (config == 'B' ? 128 : config == 'C' ? 64 : 32), prec, steps);
