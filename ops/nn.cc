@@ -661,6 +661,27 @@ const uint64_t* gpu_row_keys(const DropoutKeys& keys, const Tensor& x, const cha
   return static_cast<const uint64_t*>(gpu_ptr(keys.rows_on_device));
 }
 
+// y = (residual +) dropout(x) on x's GPU: one kernel, the keys by value, from the rows' device
+// memory, or (a CUDA graph's step values) from key_at.
+void gpu_dropout(const Tensor& x, const Tensor& y, const Tensor& residual, const DropoutKeys& keys, uint32_t threshold,
+                 double scale) {
+  cuda_ops::DropoutArgs a;
+  a.device = x.device().index;
+  a.op = "dropout";
+  a.type = gpu_scalar(x.dtype());
+  a.x = gpu_ptr(x);
+  a.y = gpu_ptr(y);
+  a.residual = residual.defined() ? gpu_ptr(residual) : nullptr;
+  a.n = x.numel();
+  a.len = keys.rows ? x.size(x.dim() - 1) : 0;
+  a.row_keys = gpu_row_keys(keys, x, "dropout");
+  a.key_at = keys.key_at;
+  a.key = keys.key;
+  a.threshold = threshold;
+  a.scale = scale;
+  cuda_ops::dropout(a);
+}
+
 // y = x where the mask keeps it, times scale; 0 where it drops it. On x's device, the same bits
 // on the CPU and a GPU (ops/cuda/math.h's dropout_element, tested against the CPU kernel).
 Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale) {
@@ -668,20 +689,7 @@ Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshol
   const int64_t len = keys.rows ? x.size(x.dim() - 1) : 0, rows = keys.rows ? static_cast<int64_t>(keys.rows->size()) : 0;
   if (x.is_cuda()) {
     if (x.dtype() != kBFloat16) dispatch_float(x.dtype(), "dropout", [](auto) {});  // (bfloat16: computed in float32)
-    cuda_ops::DropoutArgs a;
-    a.device = x.device().index;
-    a.op = "dropout";
-    a.type = detail::gpu_scalar(x.dtype());
-    a.x = detail::gpu_ptr(x);
-    a.y = detail::gpu_ptr(y);
-    a.n = x.numel();
-    a.len = len;
-    a.row_keys = gpu_row_keys(keys, x, "dropout");
-    a.key_at = keys.key_at;
-    a.key = keys.key;
-    a.threshold = threshold;
-    a.scale = scale;
-    cuda_ops::dropout(a);
+    gpu_dropout(x, y, Tensor(), keys, threshold, scale);
     return y;
   }
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
@@ -821,21 +829,7 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
   const double scale = 1.0 / (1.0 - p);
   const DropoutKeys keys = dropout_keys(x.shape(), x.device());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  cuda_ops::DropoutArgs a;
-  a.device = x.device().index;
-  a.op = "dropout";
-  a.type = gpu_scalar(x.dtype());
-  a.x = gpu_ptr(x);
-  a.y = gpu_ptr(y);
-  a.residual = gpu_ptr(residual);
-  a.n = x.numel();
-  a.len = keys.rows ? x.size(x.dim() - 1) : 0;
-  a.row_keys = gpu_row_keys(keys, x, "dropout");
-  a.key_at = keys.key_at;
-  a.key = keys.key;
-  a.threshold = threshold;
-  a.scale = scale;
-  cuda_ops::dropout(a);
+  gpu_dropout(x, y, residual, keys, threshold, scale);
   // The gradient: g to the residual, the mask applied to g for x (as add's and dropout's backward).
   return record("dropout_add", y, {x, residual}, [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](
                                                       const Tensor& g0, const Node& n) {

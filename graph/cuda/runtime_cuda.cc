@@ -219,7 +219,7 @@ namespace {
 void copy_to_device(int device, void* dst, const void* src, size_t bytes, const char* op) {
   use_device(device, op);
   if (bytes == 0) return;
-  if (devices()[device].capturing.load(std::memory_order_acquire))
+  if (capturing(device))
     refuse_in_capture(device, op, "would copy host data to the GPU");
   // From pageable host memory cudaMemcpyAsync returns once the source has been read (staged), so the
   // caller may free it; the copy is ordered on the stream.
@@ -237,7 +237,7 @@ void wait_and_check_indices(int device, const char* op, const char* what) {
          "the GPU, or read it outside that section", device, what);
   }
   DeviceState& d = devices()[device];
-  if (d.capturing.load(std::memory_order_acquire)) refuse_in_capture(device, op, "would wait for the GPU");
+  if (capturing(device)) refuse_in_capture(device, op, "would wait for the GPU");
   g_host_waits.fetch_add(1, std::memory_order_relaxed);
   if (d.flag_device != nullptr) {
     check(cudaMemcpyAsync(d.flag_host, d.flag_device, sizeof(IndexError), cudaMemcpyDeviceToHost, d.stream), device, op,
@@ -270,7 +270,7 @@ IndexError* index_error_flag(int device) {
 void copy_to_host(int device, void* dst, const void* src, size_t bytes, const char* op) {
   use_device(device, op);
   if (bytes == 0) return;
-  if (devices()[device].capturing.load(std::memory_order_acquire))
+  if (capturing(device))
     refuse_in_capture(device, op, "would copy GPU data to the CPU");
   if (t_forbid_waits)  // before the copy: into pageable memory it already waits for the stream
     fail(op, "would wait for cuda:{} (copy to the CPU) where host waits are forbidden (tg::cuda::ForbidHostWaits): keep "
@@ -363,7 +363,7 @@ cudaEvent_t profile_event(Profile& p, int device, const char* op) {
 
 void profile_begin(int device, const char* op) {
   use_device(device, op);
-  if (devices()[device].capturing.load(std::memory_order_acquire))
+  if (capturing(device))
     fail(op, "cuda:{} is capturing a CUDA graph: profile its replays instead", device);
   Profile& p = profile();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -400,7 +400,7 @@ void count_launch() { g_launches.fetch_add(1, std::memory_order_relaxed); }
 
 void after_launch(int device, const char* op) {
   check(cudaGetLastError(), device, op, "launch");
-  if (g_sync_debug.load(std::memory_order_relaxed) && !devices()[device].capturing.load(std::memory_order_acquire)) {
+  if (g_sync_debug.load(std::memory_order_relaxed) && !capturing(device)) {
     check(cudaStreamSynchronize(devices()[device].stream), device, op, "the kernel (sync-debug mode)");
   }
   if (g_profiled_device.load(std::memory_order_acquire) == device) {
