@@ -3,9 +3,14 @@
 // = 16,384 tokens, 2,048 / d heads, causal and not; bfloat16 on the tensor-core kernel, float32 on
 // the plain one at T <= 1024 for reference). Each case: 3 warm-up calls, then 20 calls each
 // timed between two synchronizations (the op's whole device time plus one launch); the median is
-// reported. One JSON line a case. Needs a GPU (refuses with one line without one).
+// reported. And the host cost of one-element ops on the GPU (the engineering bar: well under a
+// microsecond of host time, launch cost aside), as bench/bench_ops.cc's BM_overhead_* on the CPU:
+// an add without and with recorded gradients, and an add with its backward; 20,000 back to back,
+// "host_ns" an op until the loop returns, "ns" until the device has finished too. (On a real card
+// host_ns includes the driver's launch; in the dry run, ./tg.sh dry, it is tapegrad's own cost.)
+// One JSON line a case. Needs a GPU (refuses with one line without one).
 //
-//   build/gpu_ops [--cases matmul,attention] [--repeats 20]
+//   build/gpu_ops [--cases matmul,attention,overhead] [--repeats 20]
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -36,15 +41,51 @@ double median_ms(int64_t repeats, F&& f) {
 
 int main(int argc, char** argv) {
   return tg::cli::run_main(argc, argv, [&] {
-    std::string cases = "matmul,attention";
+    std::string cases = "matmul,attention,overhead";
     int64_t repeats = 20;
     tg::cli::Flags flags("gpu_ops", "products and attention on a GPU: milliseconds and TFLOP/s");
-    flags.add("cases", &cases, "comma-separated: matmul, attention");
+    flags.add("cases", &cases, "comma-separated: matmul, attention, overhead");
     flags.add("repeats", &repeats, "timed calls per case (the median is reported)").range(1, 1000);
     flags.parse(argc, argv).or_throw();
     const tg::Device gpu = tg::cli::device("cuda");
     fmt::print(stderr, "gpu_ops: on {}\n", tg::cli::describe_device(gpu));
     tg::manual_seed(0);
+    if (cases.find("overhead") != std::string::npos) {
+      constexpr int kOps = 20000;
+      // kind: 0 no gradients, 1 gradients recorded, 2 with backward (gradients dropped each time)
+      for (int kind = 0; kind < 3; ++kind) {
+        tg::Tensor a = tg::randn({1}).to(gpu), b = tg::randn({1}).to(gpu);
+        if (kind > 0) {
+          a.requires_grad_();
+          b.requires_grad_();
+        }
+        auto one = [&] {
+          if (kind < 2) {
+            const tg::Tensor c = a + b;
+            return;
+          }
+          (a + b).backward();
+          a.zero_grad();
+          b.zero_grad();
+        };
+        for (int i = 0; i < 100; ++i) one();  // warm: the allocator's cache, cuBLASLt and the stream made
+        tg::cuda::synchronize();
+        std::vector<double> host, all;
+        for (int r = 0; r < 5; ++r) {
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < kOps; ++i) one();
+          const auto t1 = std::chrono::steady_clock::now();
+          tg::cuda::synchronize();
+          const auto t2 = std::chrono::steady_clock::now();
+          host.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kOps);
+          all.push_back(std::chrono::duration<double, std::nano>(t2 - t0).count() / kOps);
+        }
+        std::sort(host.begin(), host.end());
+        std::sort(all.begin(), all.end());
+        fmt::print("{{\"case\": \"overhead\", \"op\": \"{}\", \"host_ns\": {:.0f}, \"ns\": {:.0f}}}\n",
+                   kind == 0 ? "add_nograd" : kind == 1 ? "add_grad" : "add_grad_backward", host[2], all[2]);
+      }
+    }
     if (cases.find("matmul") != std::string::npos) {
       for (int64_t n : {4096, 8192}) {
         for (tg::DType d : {tg::kFloat32, tg::kBFloat16}) {
