@@ -329,8 +329,9 @@ Tensor tensor_core_attention(const Tensor& q, const Tensor& kk, const Tensor& v,
 }  // namespace
 
 namespace detail {
+bool autocast_on_gpu(const Tensor& x) { return x.dtype() == kFloat32 && x.is_cuda() && autocast_enabled(); }
 bool autocast_trains_on_gpu(const Tensor& x, bool needs_grad) {
-  return x.dtype() == kFloat32 && x.is_cuda() && autocast_enabled() && grad_enabled() && needs_grad;
+  return autocast_on_gpu(x) && grad_enabled() && needs_grad;
 }
 bool autocast_attention_on_tensor_cores(const Tensor& x, int64_t d, bool needs_grad) {
   return autocast_trains_on_gpu(x, needs_grad) && cuda_ops::attention_takes_tensor_cores(d, d, {});

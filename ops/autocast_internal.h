@@ -16,6 +16,9 @@ namespace tg::detail {
 // and the sum rounded once. Its gradient arrives in bfloat16. (ops/matmul.cc)
 Tensor linear_bf16_output(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu = false);
 
+// Whether a float32 input like `x` is on a GPU under autocast now (trained or not). (ops/attention.cc)
+bool autocast_on_gpu(const Tensor& x);
+
 // Whether a float32 input like `x` is being trained under autocast on a GPU now (the bfloat16
 // chains above apply). (ops/attention.cc)
 bool autocast_trains_on_gpu(const Tensor& x, bool needs_grad);

@@ -319,10 +319,11 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 namespace {
 // Layer norm (with mean_t) or RMS norm (without) forward on a GPU: one kernel over rows of D
 // (ops/cuda/nn.h); an undefined weight, bias or mean_t is a null pointer there.
-// Trained under autocast (needs_grad), the kernel also writes the output's bfloat16 rounding, kept
-// as autocast's copy for the products that read it (Q, K, V; the FFN; the generator): no cast there.
+// Under autocast (trained or not) the kernel also writes the output's bfloat16 rounding, kept as
+// autocast's copy for the products that read it (Q, K, V; the FFN; the generator, and in decoding
+// each token's): no cast there. The copy holds the bits a cast would write.
 void gpu_norm(const char* op, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const Tensor& mean_t,
-              const Tensor& rstd_t, int64_t rows, int64_t D, double eps, bool needs_grad) {
+              const Tensor& rstd_t, int64_t rows, int64_t D, double eps) {
   dispatch_float(x.dtype(), op, [](auto) {});
   auto ptr = [](const Tensor& t) { return t.defined() ? detail::gpu_ptr(t) : nullptr; };
   cuda_ops::NormArgs args;
@@ -340,7 +341,7 @@ void gpu_norm(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
   args.D = D;
   args.eps = eps;
   Tensor copy;
-  if (detail::autocast_trains_on_gpu(x, needs_grad)) {
+  if (detail::autocast_on_gpu(x)) {
     copy = Tensor::empty(out.shape(), kBFloat16, out.device());
     args.y_bf16 = detail::gpu_ptr(copy);
   }
@@ -422,8 +423,7 @@ Tensor layer_norm(const Tensor& x, int64_t nd, const Tensor& weight, const Tenso
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mean_t = Tensor::empty(Shape{rows}, x.dtype(), x.device()), rstd_t = Tensor::empty(Shape{rows}, x.dtype(), x.device());
   if (x.is_cuda()) {
-    gpu_norm("layer_norm", x, weight, bias, out, mean_t, rstd_t, rows, D, eps,
-             x.requires_grad() || (weight.defined() && weight.requires_grad()) || (bias.defined() && bias.requires_grad()));
+    gpu_norm("layer_norm", x, weight, bias, out, mean_t, rstd_t, rows, D, eps);
   } else {
     dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
       using T = decltype(tag);
@@ -481,8 +481,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor rstd_t = Tensor::empty(Shape{rows}, x.dtype(), x.device());
   if (x.is_cuda()) {
-    gpu_norm("rms_norm", x, weight, Tensor(), out, Tensor(), rstd_t, rows, D, eps,
-             x.requires_grad() || (weight.defined() && weight.requires_grad()));
+    gpu_norm("rms_norm", x, weight, Tensor(), out, Tensor(), rstd_t, rows, D, eps);
   } else {
     dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
       using T = decltype(tag);

@@ -159,10 +159,18 @@ Tensor permute(const Tensor& x, const Shape& order) {
   if (identity) return x;
   Shape out_shape(ord.size()), st(ord.size());
   Shape xs = contiguous_strides(x.shape());
-  for (int64_t i = 0; i < ord.rank(); ++i) {
+  bool moves = false;  // whether dimensions longer than 1 change their order
+  for (int64_t i = 0, last = -1; i < ord.rank(); ++i) {
     out_shape[i] = x.shape()[ord[i]];
     st[i] = xs[ord[i]];
+    if (out_shape[i] > 1) {
+      moves |= ord[i] < last;
+      last = ord[i];
+    }
   }
+  // Only dimensions of length 1 move (a decoding step's [B, 1, heads, d] -> [B, heads, 1, d]): the
+  // same bytes in the same order, so a view of them (a reshape), as PyTorch's permute always is.
+  if (!moves) return reshape(x, out_shape);
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   copy_strided(x, out, st, 0, "permute");
   return record("permute", out, {x}, [inv](const Tensor& g, const Node&) { return Grads{permute(g, inv)}; });

@@ -480,6 +480,14 @@ TEST(ForwardShape, MovementOpsAgainstIndexMath) {
   for (int k = 0; k < 4; ++k)
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j) EXPECT_EQ(p[(k * 2 + i) * 3 + j], (i * 3 + j) * 4 + k);
+  // Moving only dimensions of length 1 moves no byte: a view of x's data, not a copy.
+  const Tensor one = tg::arange(0, 6, 1, tg::kFloat64).reshape({2, 1, 3, 1});
+  const Tensor view = tg::permute(one, {0, 2, 1, 3});
+  EXPECT_EQ(view.shape(), (Shape{2, 3, 1, 1}));
+  EXPECT_EQ(view.raw_data(), one.raw_data());
+  EXPECT_TRUE(close(view.reshape({-1}), {0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(close(tg::permute(one, {3, 2, 0, 1}).reshape({-1}), {0, 3, 1, 4, 2, 5}));  // (2 and 3 swap: a copy)
+  EXPECT_NE(tg::permute(one, {3, 2, 0, 1}).raw_data(), one.raw_data());
   EXPECT_TRUE(close(tg::slice(x, 2, 1, 4, 2).reshape({-1}), {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23}));
   EXPECT_TRUE(close(tg::slice(x, 1, -1, 100).reshape({-1}), {8, 9, 10, 11, 20, 21, 22, 23}));
   EXPECT_EQ(tg::slice(x, 1, 2, 1).shape(), (Shape{2, 0, 4}));

@@ -110,6 +110,7 @@ TEST_F(Gradcheck, Shape) {
   GC(tg::flatten(in[0], 1), x);
   GC(tg::squeeze(tg::unsqueeze(in[0], 1), 1), x);
   GC(tg::permute(in[0], {2, 0, 1}), x);
+  GC(tg::permute(in[0], {0, 2, 1, 3}), leaf({2, 1, 3, 2}));  // (only a length-1 dimension moves: a view)
   GC(tg::transpose(in[0], 0, 2), x);
   GC(tg::expand(in[0], {2, 2, 3, 4}), x);
   GC(tg::expand(in[0], {5, -1, -1, -1}) * 1.0, leaf({1, 3, 1}));

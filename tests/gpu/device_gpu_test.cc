@@ -1037,17 +1037,22 @@ TEST(Gpu, AutocastNormsHandTheirOutputsBFloat16CopyToTheProducts) {
   const Tensor g = tg::randn({256}).to(kGpu).requires_grad_(), b = tg::randn({256}).to(kGpu).requires_grad_();
   const Tensor w = tg::randn({128, 256}).to(kGpu).requires_grad_(), bias = tg::randn({128}).to(kGpu).requires_grad_();
   for (const bool rms : {false, true}) {
-    tg::AutocastGuard autocast(tg::kBFloat16);
-    (void)tg::linear(x, w, bias);  // (the weight's own copy, made once)
-    const Tensor y = rms ? tg::rms_norm(x, g) : tg::layer_norm(x, 1, g, b);
-    const Tensor y2 = y.detach().clone();  // a new storage: its product converts it first
-    const uint64_t k0 = tg::cuda::kernel_launches();
-    const Tensor z = tg::linear(y, w, bias);
-    const uint64_t k1 = tg::cuda::kernel_launches();
-    const Tensor fresh = tg::linear(y2, w, bias);
-    const uint64_t k2 = tg::cuda::kernel_launches();
-    EXPECT_EQ(k2 - k1, k1 - k0 + 1) << "rms " << rms << ": the product of the norm's output converts nothing";
-    EXPECT_EQ(bytes_of(z.to(tg::kCPU)), bytes_of(fresh.to(tg::kCPU))) << "rms " << rms;
+    for (const bool inference : {false, true}) {  // (decoding too: no gradients recorded)
+      tg::AutocastGuard autocast(tg::kBFloat16);
+      std::unique_ptr<tg::NoGradGuard> no_grad;
+      if (inference) no_grad = std::make_unique<tg::NoGradGuard>();
+      (void)tg::linear(x, w, bias);  // (the weight's own copy, made once)
+      const Tensor y = rms ? tg::rms_norm(x, g) : tg::layer_norm(x, 1, g, b);
+      const Tensor y2 = y.detach().clone();  // a new storage: its product converts it first
+      const uint64_t k0 = tg::cuda::kernel_launches();
+      const Tensor z = tg::linear(y, w, bias);
+      const uint64_t k1 = tg::cuda::kernel_launches();
+      const Tensor fresh = tg::linear(y2, w, bias);
+      const uint64_t k2 = tg::cuda::kernel_launches();
+      EXPECT_EQ(k2 - k1, k1 - k0 + 1) << "rms " << rms << " inference " << inference
+                                      << ": the product of the norm's output converts nothing";
+      EXPECT_EQ(bytes_of(z.to(tg::kCPU)), bytes_of(fresh.to(tg::kCPU))) << "rms " << rms << " inference " << inference;
+    }
   }
 }
 
