@@ -30,14 +30,14 @@ def main():
         peers = {t["peer"]: t for t in theirs if t.get("config") == o["config"] and t.get("batch") == o["batch"]
                  and t.get("precision") == o["precision"] and "ms" in t}
         eager = peers.get("torch eager")
+        mode = " as a CUDA graph" if o.get("graph") else ""
         if eager is None:
-            print(f"goal step {o['config']} batch {o['batch']} {o['precision']}: no PyTorch figure: NOT met")
+            print(f"goal step {o['config']} batch {o['batch']} {o['precision']}{mode}: no PyTorch figure: NOT met")
             failed = True
             continue
         ratio = o["ms"] / eager["ms"]
         ok = ratio <= limits[o["precision"]]
         extra = "".join(f"; {p} {t['ms']} ms" for p, t in peers.items() if p != "torch eager")
-        mode = " as a CUDA graph" if o.get("graph") else ""
         print(f"goal step {o['config']} batch {o['batch']} {o['precision']}{mode} <= {limits[o['precision']]}x PyTorch eager: "
               f"{o['ms']} vs {eager['ms']} ms ({ratio:.2f}x; {o['kernels']} kernels, {o['host_us']} host us a step{extra}): "
               f"{'met' if ok else 'NOT met'}")
