@@ -27,31 +27,46 @@ cmake --build "$B" -j "$JOBS" --target cuda_dry_canary tg_gpu_tests train_transl
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0
+# verdict REPORT: "ok (...)" when the dry runtime's report exists, launched kernels and has no
+# finding; else what is wrong. (The report, not the output: a finding's line may follow printed
+# text on the same line.)
+verdict() {
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit("no report from the dry runtime")
+if r["findings"]:
+    sys.exit("findings " + ", ".join(f"{k}: {v}" for k, v in r["findings"].items()))
+if r["launches"] == 0:
+    sys.exit("no kernel launched")
+print(f"ok ({r['launches']} kernels, {r['graph_launches']} graph launches, {r['syncs']} host waits)")
+PY
+}
 # check NAME COMMAND...: runs it with a report; fails on a non-zero exit or any finding.
 check() {
   local name=$1; shift
-  local rc=0
+  local rc=0 v
   TG_CUDA_DRY_REPORT="$TMP/$name.json" "$@" > "$TMP/$name.out" 2>&1 || rc=$?
-  local found
-  found=$(grep -c '^cuda_dry: ' "$TMP/$name.out" || true)
-  if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
-    echo "dry run: $name: FAILED (exit $rc, $found finding(s)):"
-    grep -v '^{' "$TMP/$name.out" | tail -20
-    failures=$((failures + 1))
+  if v=$(verdict "$TMP/$name.json" 2>&1) && [ "$rc" -eq 0 ]; then
+    echo "dry run: $name: $v"
   else
-    echo "dry run: $name: ok ($(python3 -c "import json, sys; r = json.load(open(sys.argv[1])); print(f\"{r['launches']} kernels, {r['graph_launches']} graph launches, {r['syncs']} host waits\")" "$TMP/$name.json"))"
+    echo "dry run: $name: FAILED (exit $rc; $v):"
+    { grep -v '^{' "$TMP/$name.out" || true; } | tail -20
+    failures=$((failures + 1))
   fi
 }
 
 # 1. The canary: every mistake refused, and the two it only reports, reported.
 rc=0
 "$B/cuda_dry_canary" > "$TMP/canary.out" 2>&1 || rc=$?
-if [ $rc -ne 0 ] || ! grep -q '^cuda_dry: pointer: ' "$TMP/canary.out" || ! grep -q '^cuda_dry: stream: ' "$TMP/canary.out"; then
+if [ $rc -ne 0 ] || ! grep -q 'cuda_dry: pointer: ' "$TMP/canary.out" || ! grep -q 'cuda_dry: stream: ' "$TMP/canary.out"; then
   echo "dry run: canary: FAILED (a mistake went unreported):"
   cat "$TMP/canary.out"
   exit 1
 fi
-echo "dry run: canary: every mistake caught ($(grep -c '^cuda_dry: [a-zA-Z]*: ' "$TMP/canary.out") findings)"
+echo "dry run: canary: every mistake caught ($(grep -c 'cuda_dry: [a-zA-Z]*: ' "$TMP/canary.out" || true) findings)"
 
 # 2. The programs.
 # (a "translation" of the docs' lines into themselves reversed: data every clone has)
@@ -95,13 +110,12 @@ EOF
 if [ "${TG_DRY_SUITE:-1}" != 0 ]; then
   rc=0
   TG_CUDA_DRY_REPORT="$TMP/suite.json" "$B/tg_gpu_tests" --gtest_brief=1 > "$TMP/suite.out" 2>&1 || rc=$?
-  found=$(grep -c '^cuda_dry: ' "$TMP/suite.out" || true)
-  if ! grep -q '^\[==========\] .* ran\.' "$TMP/suite.out" || [ "$found" -ne 0 ]; then
-    echo "dry run: GPU suite: FAILED ($found finding(s), or the suite did not finish: exit $rc):"
-    grep '^cuda_dry: \|terminate\|Segmentation\|Abort' "$TMP/suite.out" | head -20
-    failures=$((failures + 1))
+  if v=$(verdict "$TMP/suite.json" 2>&1) && grep -q '^\[==========\] .* ran\.' "$TMP/suite.out"; then
+    echo "dry run: GPU suite: $v (its values are not computed here, so its own verdicts are not asked for)"
   else
-    echo "dry run: GPU suite: no finding in $(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['launches'])" "$TMP/suite.json") kernels (its values are not computed here)"
+    echo "dry run: GPU suite: FAILED (exit $rc; ${v:-the suite did not finish}):"
+    { grep 'cuda_dry: \|terminate\|Segmentation\|Abort' "$TMP/suite.out" || true; } | head -20
+    failures=$((failures + 1))
   fi
 fi
 if [ $failures -ne 0 ]; then

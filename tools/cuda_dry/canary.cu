@@ -13,7 +13,7 @@ __global__ void fill(float* out, long n, float v) {
 }
 
 int expect(bool ok, const char* what) {
-  std::printf("canary: %s: %s\n", what, ok ? "refused" : "NOT refused");
+  std::printf("canary: %s: %s\n", what, ok ? "as expected" : "NOT AS EXPECTED");
   return ok ? 0 : 1;
 }
 }  // namespace
@@ -60,24 +60,36 @@ int main() {
   bad += expect(cudaGraphLaunch(exec, s) == cudaErrorIllegalAddress, "a graph launched after its buffer was freed");
   cudaGetLastError();
 
-  // cuBLASLt: a product whose shapes disagree, and one whose operand runs past its allocation.
+  // cuBLASLt: a product whose shapes disagree; one whose operand runs past its allocation; one whose
+  // operand is less aligned than its algorithm was chosen for; an algorithm chosen for other shapes.
   cublasLtHandle_t h = nullptr;
   cublasLtCreate(&h);
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, b2 = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, wide = nullptr;
   cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, 16, 16, 16);
-  cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, 8, 16, 8);  // k = 8 against A's 16
-  cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, 16, 16, 16);
-  cublasLtMatrixLayoutCreate(&b2, CUDA_R_32F, 16, 65, 16);  // 16 x 65 floats: past d's 1024
-  cublasLtMatmulAlgo_t algo{};
+  cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, 8, 16, 8);       // k = 8 against A's 16
+  cublasLtMatrixLayoutCreate(&wide, CUDA_R_32F, 16, 65, 16);  // 16 x 65 floats: past d's 1024
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulPreferenceCreate(&pref);
+  auto search = [&](cublasLtMatrixLayout_t bl, cublasLtMatrixLayout_t cl) {
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    cublasLtMatmulAlgoGetHeuristic(h, desc, a, bl, cl, cl, pref, 1, &r, &found);
+    return r.algo;
+  };
   const float one = 1, zero = 0;
-  bad += expect(cublasLtMatmul(h, desc, &one, d, a, d, b, &zero, d, c, d, c, &algo, nullptr, 0, s) !=
+  const cublasLtMatmulAlgo_t square = search(a, a), wide_algo = search(wide, wide);
+  bad += expect(cublasLtMatmul(h, desc, &one, d, a, d, b, &zero, d, a, d, a, &square, nullptr, 0, s) !=
                     CUBLAS_STATUS_SUCCESS, "a product whose shapes disagree");
-  cublasLtMatrixLayout_t c2 = nullptr;
-  cublasLtMatrixLayoutCreate(&c2, CUDA_R_32F, 16, 65, 16);
-  bad += expect(cublasLtMatmul(h, desc, &one, d, a, d, b2, &zero, d, c2, d, c2, &algo, nullptr, 0, s) !=
+  bad += expect(cublasLtMatmul(h, desc, &one, d, a, d, wide, &zero, d, wide, d, wide, &wide_algo, nullptr, 0, s) !=
                     CUBLAS_STATUS_SUCCESS, "a product past its operand's allocation");
+  bad += expect(cublasLtMatmul(h, desc, &one, d, a, d + 1, a, &zero, d, a, d, a, &square, nullptr, 0, s) !=
+                    CUBLAS_STATUS_SUCCESS, "an operand 4-byte aligned for an algorithm chosen for 256");
+  bad += expect(cublasLtMatmul(h, desc, &one, d, a, d, wide, &zero, d, wide, d, wide, &square, nullptr, 0, s) !=
+                    CUBLAS_STATUS_SUCCESS, "an algorithm chosen for other shapes");
+  bad += expect(cublasLtMatmul(h, desc, &one, d, a, d, a, &zero, d, a, d, a, &square, nullptr, 0, s) ==
+                    CUBLAS_STATUS_SUCCESS, "(a right product goes through)");
   cudaFree(d);
   std::printf("canary: %s\n", bad == 0 ? "every mistake refused" : "SOME MISTAKES WENT THROUGH");
   return bad == 0 ? 0 : 1;

@@ -12,7 +12,11 @@
 //   - graph capture: the calls a capture forbids (cudaMalloc, cudaFree, host waits, copies from
 //     pageable memory) fail and invalidate the capture as the real runtime does, under the thread's
 //     capture mode; a graph's memsets and copies run again at each launch, and each launch checks
-//     that what its kernels point to was not freed since the capture.
+//     that what its kernels and products point to was not freed since the capture (even where the
+//     address came back in a new allocation).
+// Not seen: pointers inside a struct passed by value (attention's and the optimizers' parameter
+// blocks), and a caching allocator's reuse of a block it never gave back (tapegrad's own
+// DeviceAllocator tests check that).
 // Each finding prints one line starting "cuda_dry:" on stderr and the call returns the error the
 // real runtime would (or none, where the real one would go on and crash later). At exit, with
 // TG_CUDA_DRY_REPORT=FILE, the launches per kernel and the findings are written to FILE as JSON;
@@ -58,7 +62,9 @@ struct Node {
   const void* src = nullptr;
   size_t bytes = 0;
   int value = 0;
-  std::vector<const void*> pointers;  // a kernel's pointer parameters, checked again at each replay
+  // A kernel's pointer parameters (a product's operands) and the serial number of the allocation
+  // each was in at the capture: at each replay each must still be in that allocation.
+  std::vector<std::pair<const void*, uint64_t>> pointers;
 };
 
 struct Graph {
@@ -77,6 +83,7 @@ struct Alloc {
   size_t bytes;
   bool pinned;  // cudaMallocHost
   size_t mapped = 0;  // bytes mapped with mmap (0: from the heap)
+  uint64_t serial = 0;  // a new number for each allocation (an address may come back)
 };
 
 struct State {
@@ -87,6 +94,7 @@ struct State {
   std::vector<Stream*> streams;
   std::map<std::string, uint64_t> findings;  // by kind
   uint64_t launches = 0, graph_launches = 0, syncs = 0, copies_to_host = 0, copies_to_device = 0;
+  uint64_t serials = 0;
 };
 
 State& st() {
@@ -129,7 +137,8 @@ const std::pair<const uintptr_t, Alloc>* holding(const void* p, size_t bytes) {
   auto it = a.upper_bound(v);
   if (it == a.begin()) return nullptr;
   --it;
-  if (v + bytes > it->first + it->second.bytes) return nullptr;
+  const uintptr_t off = v - it->first;  // (no v + bytes: a huge count must not wrap around)
+  if (off > it->second.bytes || bytes > it->second.bytes - off) return nullptr;
   return &*it;
 }
 
@@ -158,7 +167,13 @@ cudaError_t unsafe_in_capture(const char* call) {
   return set_error(cudaErrorStreamCaptureUnsupported);
 }
 
-Stream* stream_of(void* s) { return static_cast<Stream*>(s); }
+// One of the streams made here, or null (the legacy or per-thread default stream, or a handle that
+// is no stream: never dereferenced).
+Stream* stream_of(void* s) {
+  for (Stream* x : st().streams)
+    if (x == s) return x;
+  return nullptr;
+}
 
 // Whether work queued on `s` is recorded into a graph rather than run.
 Stream* capturing(void* s) {
@@ -167,8 +182,9 @@ Stream* capturing(void* s) {
 }
 
 void check_stream(void* s, const char* what) {
-  if (s == nullptr) {
-    finding("stream", "%s on the legacy default stream (0): not ordered with tapegrad's non-blocking stream", what);
+  if (stream_of(s) == nullptr) {
+    finding("stream", "%s on stream %p, not one made by cudaStreamCreateWithFlags (the legacy or per-thread default "
+            "stream is not ordered with tapegrad's non-blocking stream)", what, s);
   }
 }
 
@@ -338,11 +354,13 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void*
       block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u) {
     finding("launch", "%s: grid (%u, %u, %u), block (%u, %u, %u) is beyond the card's limits (invalid configuration)",
             name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    if (Stream* c = capturing(stream)) c->invalidated = true;
     return set_error(cudaErrorInvalidConfiguration);
   }
   if (smem > static_cast<size_t>(k.max_dynamic_smem)) {
     finding("launch", "%s: %zu bytes of dynamic shared memory, %d allowed (cudaFuncSetAttribute)", name, smem,
             k.max_dynamic_smem);
+    if (Stream* c = capturing(stream)) c->invalidated = true;
     return set_error(cudaErrorInvalidValue);
   }
   check_stream(stream, name);
@@ -356,7 +374,9 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void*
   Node n{NodeKind::kKernel, &k, nullptr, nullptr, 0, 0, {}};
   if (Stream* c = capturing(stream)) {
     for (size_t i = 0; i < k.pointer.size(); ++i) {
-      if (k.pointer[i]) n.pointers.push_back(*static_cast<void* const*>(args[i]));
+      if (!k.pointer[i]) continue;
+      const void* p = *static_cast<void* const*>(args[i]);
+      if (const auto* h = holding(p, 0)) n.pointers.emplace_back(p, h->second.serial);
     }
     c->graph->nodes.push_back(std::move(n));
     return cudaSuccess;
@@ -503,8 +523,9 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   std::lock_guard<std::mutex> lock(s.mu);
   *p = nullptr;
   if (cudaError_t e = unsafe_in_capture("cudaMalloc"); e != cudaSuccess) return e;
-  if (bytes > kTotalMemory - s.device_bytes) return set_error(cudaErrorMemoryAllocation);
-  const size_t n = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+  if (bytes > kTotalMemory) return set_error(cudaErrorMemoryAllocation);
+  const size_t n = std::max<size_t>(256, (bytes + 255) / 256 * 256);  // (rounded as the driver does)
+  if (n > kTotalMemory - s.device_bytes) return set_error(cudaErrorMemoryAllocation);
   // Zeroed, as nothing else writes it; large blocks mapped, so untouched pages cost no memory.
   void* q = nullptr;
   size_t mapped = 0;
@@ -517,7 +538,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
     if (q == nullptr) return set_error(cudaErrorMemoryAllocation);
     std::memset(q, 0, n);
   }
-  s.allocs[reinterpret_cast<uintptr_t>(q)] = {bytes, false, mapped};
+  s.allocs[reinterpret_cast<uintptr_t>(q)] = {bytes, false, mapped, ++s.serials};
   s.device_bytes += n;
   *p = q;
   return cudaSuccess;
@@ -550,7 +571,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
   if (cudaError_t e = unsafe_in_capture("cudaMallocHost"); e != cudaSuccess) return e;
   void* q = std::calloc(1, std::max<size_t>(bytes, 1));
   if (q == nullptr) return set_error(cudaErrorMemoryAllocation);
-  s.allocs[reinterpret_cast<uintptr_t>(q)] = {bytes, true};
+  s.allocs[reinterpret_cast<uintptr_t>(q)] = {bytes, true, 0, ++s.serials};
   *p = q;
   return cudaSuccess;
 }
@@ -732,8 +753,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   }
   s.graph_launches += 1;
   for (const Node& n : g->nodes) {
-    for (const void* p : n.pointers) {
-      if (p != nullptr && holding(p, 0) == nullptr) {
+    for (const auto& [p, serial] : n.pointers) {
+      const auto* h = holding(p, 0);
+      if (h == nullptr || h->second.serial != serial) {
         finding("graph", "a replayed %s reads or writes %p, freed after the capture", n.kernel->name.c_str(), p);
         return set_error(cudaErrorIllegalAddress);
       }
@@ -868,8 +890,20 @@ bool valid_product(const LtDesc& d, const LtLayout& a, const LtLayout& b, const 
                   static_cast<unsigned long long>(dd.rows), static_cast<unsigned long long>(dd.cols));
     return false;
   }
-  if (a.batch != c.batch || b.batch != c.batch || dd.batch != c.batch) {
+  if (a.batch != c.batch || b.batch != c.batch || dd.batch != c.batch || c.batch < 1) {
     std::snprintf(why, n, "batch counts A %d, B %d, C %d, D %d disagree", a.batch, b.batch, c.batch, dd.batch);
+    return false;
+  }
+  for (const LtLayout* l : {&a, &b, &c, &dd}) {
+    if (l->stride < 0) {
+      std::snprintf(why, n, "a negative batch stride %lld", static_cast<long long>(l->stride));
+      return false;
+    }
+  }
+  if (dd.batch > 1 && static_cast<uint64_t>(dd.stride) < (dd.cols - 1) * static_cast<uint64_t>(dd.ld) + dd.rows) {
+    std::snprintf(why, n, "a batch of %d outputs %lld elements apart, each %llu long: they overlap", dd.batch,
+                  static_cast<long long>(dd.stride),
+                  static_cast<unsigned long long>((dd.cols - 1) * static_cast<uint64_t>(dd.ld) + dd.rows));
     return false;
   }
   const bool bias = d.epilogue == CUBLASLT_EPILOGUE_BIAS || d.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
@@ -889,6 +923,34 @@ size_t span(const LtLayout& l) {
   if (l.rows == 0 || l.cols == 0) return 0;
   const size_t one = ((l.cols - 1) * static_cast<size_t>(l.ld) + l.rows) * elem_size(l.type);
   return one + static_cast<size_t>(l.batch - 1) * static_cast<size_t>(l.stride) * elem_size(l.type);
+}
+
+// The four minimum alignments a search was told (cuBLASLt assumes 256 bytes where it is not).
+struct LtPref {
+  uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D
+};
+
+constexpr uint64_t kAlgoMagic = 0x7467647279616c67;  // an algorithm this library's search returned
+
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL; }
+// What an algorithm is chosen for: the descriptor (but its bias pointer) and the four layouts.
+uint64_t product_hash(const LtDesc& d, const LtLayout* const (&ls)[4]) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint64_t v : {uint64_t(d.compute), uint64_t(d.scale), uint64_t(d.ta), uint64_t(d.tb), uint64_t(d.epilogue),
+                     uint64_t(static_cast<int64_t>(d.bias_type))})
+    h = mix(h, v);
+  for (const LtLayout* l : ls) {
+    for (uint64_t v : {uint64_t(l->type), l->rows, l->cols, uint64_t(l->ld), uint64_t(l->batch), uint64_t(l->stride)})
+      h = mix(h, v);
+  }
+  return h;
+}
+
+// The largest power of two (up to 256) dividing a pointer and, in a batch, its stride in bytes.
+uint32_t alignment_of(const void* p, const LtLayout& l) {
+  uint64_t v = reinterpret_cast<uintptr_t>(p) | 256;
+  if (l.batch > 1) v |= static_cast<uint64_t>(l.stride) * elem_size(l.type);
+  return static_cast<uint32_t>(v & (~v + 1));
 }
 
 Kernel* lt_kernel() {
@@ -958,23 +1020,34 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, c
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new int(0));
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new LtPref());
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
-                                                    const void*, size_t) {
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t bytes) {
+  auto* p = reinterpret_cast<LtPref*>(pref);
+  const int i = attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES   ? 0
+                : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES ? 1
+                : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES ? 2
+                : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES ? 3
+                                                                     : -1;
+  if (i >= 0) {
+    if (bytes != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&p->align[i], buf, bytes);
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  delete reinterpret_cast<int*>(pref);
+  delete reinterpret_cast<LtPref*>(pref);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t, int requested,
+                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref, int requested,
                                               cublasLtMatmulHeuristicResult_t* results, int* found) {
   char why[512];
   std::lock_guard<std::mutex> lock(st().mu);
@@ -985,10 +1058,17 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   *found = requested > 0 ? 1 : 0;
-  if (*found) {
+  if (*found) {  // the algorithm remembers what it was chosen for, as a real one's kernel depends on it
     results[0] = cublasLtMatmulHeuristicResult_t{};
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
+    const LtLayout* const ls[4] = {reinterpret_cast<LtLayout*>(a), reinterpret_cast<LtLayout*>(b),
+                                   reinterpret_cast<LtLayout*>(c), reinterpret_cast<LtLayout*>(d)};
+    const LtPref& p = *reinterpret_cast<LtPref*>(pref);
+    uint64_t* data = results[0].algo.data;
+    data[0] = kAlgoMagic;
+    data[1] = product_hash(*reinterpret_cast<LtDesc*>(desc), ls);
+    for (int i = 0; i < 4; ++i) data[2 + i] = p.align[i];
   }
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -1004,9 +1084,27 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const LtLayout &la = *reinterpret_cast<LtLayout*>(a), &lb = *reinterpret_cast<LtLayout*>(b),
                  &lc = *reinterpret_cast<LtLayout*>(c), &ld = *reinterpret_cast<LtLayout*>(d);
   char why[512];
-  if (algo == nullptr || !valid_product(dd, la, lb, lc, ld, why, sizeof why)) {
-    finding("cublasLt", "matmul: %s", algo == nullptr ? "no algorithm" : why);
+  if (!valid_product(dd, la, lb, lc, ld, why, sizeof why)) {
+    finding("cublasLt", "matmul: %s", why);
     return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (algo != nullptr) {  // (null: cuBLASLt searches itself, with default preferences)
+    const LtLayout* const ls[4] = {&la, &lb, &lc, &ld};
+    if (algo->data[0] != kAlgoMagic || algo->data[1] != product_hash(dd, ls)) {
+      finding("cublasLt", "matmul: %s", algo->data[0] != kAlgoMagic
+                                            ? "an algorithm cublasLtMatmulAlgoGetHeuristic did not return"
+                                            : "an algorithm chosen for another descriptor or other layouts");
+      return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    const void* ptrs[4] = {A, B, C, D};
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t have = alignment_of(ptrs[i], *ls[i]);
+      if (have < algo->data[2 + i]) {
+        finding("cublasLt", "matmul: operand %c at %p is aligned to %u bytes, the algorithm was chosen for %llu",
+                "ABCD"[i], ptrs[i], have, static_cast<unsigned long long>(algo->data[2 + i]));
+        return CUBLAS_STATUS_INVALID_VALUE;
+      }
+    }
   }
   check_stream(stream, "cublasLtMatmul");
   struct Operand {
@@ -1029,6 +1127,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   }
   Node n{NodeKind::kKernel, lt_kernel(), nullptr, nullptr, 0, 0, {}};
   if (Stream* x = capturing(stream)) {
+    for (const Operand& o : ops) {
+      if (o.bytes == 0) continue;
+      if (const auto* h = holding(o.p, 0)) n.pointers.emplace_back(o.p, h->second.serial);
+    }
     x->graph->nodes.push_back(n);
   } else {
     run_node(n);
