@@ -6,7 +6,8 @@
 #      by checking nothing);
 #   2. the programs on --device cuda, training and decoding, fp32 and bf16 (train_translator and
 #      translate's beam search, train_lm gpt and llama, generate on the golden decoders greedy and
-#      sampled, gpu_train's steps A, B, C eager and as CUDA graphs);
+#      sampled, gpu_train's steps A, B, C eager and as CUDA graphs), and three on --device cpu, which
+#      must make no CUDA call at all (a CPU run never initialises CUDA);
 #   3. the GPU suite (its values are not computed here, so its own results are not asked for).
 # Each must finish with no finding. Printed too: kernels and host microseconds a training step and
 # a decoded token (host time without the driver's launch cost; no kernel runs).
@@ -94,6 +95,26 @@ for m in gpt2 llama qwen2; do
   check "generate_${m}_sampled" "$B/generate" --model "tests/golden/decoders/$m" --prompt_ids "1 2 3" \
     --max_new_tokens 24 --temperature 0.8 --top_k 20 --top_p 0.9 --ids --device cuda
 done
+# A CPU run never initialises CUDA: not one runtime call.
+check_cpu() {
+  local name=$1; shift
+  local rc=0 calls
+  TG_CUDA_DRY_REPORT="$TMP/$name.json" "$@" > "$TMP/$name.out" 2>&1 || rc=$?
+  calls=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['calls'])" "$TMP/$name.json" 2>/dev/null || echo "no report")
+  if [ "$rc" -eq 0 ] && [ "$calls" = 0 ]; then
+    echo "dry run: $name: ok (no CUDA call)"
+  else
+    echo "dry run: $name: FAILED (exit $rc; CUDA runtime calls: $calls; a CPU run must make none)"
+    { grep -v '^{' "$TMP/$name.out" || true; } | tail -10
+    failures=$((failures + 1))
+  fi
+}
+check_cpu train_translator_cpu "$B/train_translator" --device cpu --pairs "$TMP/pairs.tsv" --save "$TMP/tr_cpu" \
+  --steps 5 --layers 1 --width 32 --heads 2 --ff 64 --bleu_sentences 5 --samples 1 --beam 2
+check_cpu train_lm_cpu "$B/train_lm" --device cpu --text README.md --out "$TMP/lm_cpu" --steps 5 --eval_every 5 \
+  --eval_windows 4 --layers 1 --width 32 --context 16 --batch 2 --sample 5
+check_cpu generate_cpu "$B/generate" --model tests/golden/decoders/llama --prompt_ids "1 2 3" --max_new_tokens 8 \
+  --temperature 0 --ids --device cpu
 check gpu_train "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1
 check gpu_train_graph "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1 --graph
 echo "dry run: host time a training step (no kernel runs; without the driver's ~2-3 us a launch):"

@@ -111,6 +111,11 @@ struct CallConfig {
 };
 thread_local std::vector<CallConfig> t_configs;
 
+// Every runtime call a program makes (not the registration of its kernels at load): a CPU run makes
+// none ("a CPU run never initialises CUDA"), which the dry run checks.
+std::atomic<uint64_t> g_calls{0};
+void count_call() { g_calls.fetch_add(1, std::memory_order_relaxed); }
+
 cudaError_t set_error(cudaError_t e) {
   if (e != cudaSuccess) t_last = e;
   return e;
@@ -262,8 +267,9 @@ void write_report() {
     }
     std::fputc('"', f);
   };
-  std::fprintf(f, "{\"launches\": %llu, \"graph_launches\": %llu, \"syncs\": %llu, \"copies_to_host\": %llu, "
-               "\"copies_to_device\": %llu,\n \"findings\": {", static_cast<unsigned long long>(s.launches),
+  std::fprintf(f, "{\"calls\": %llu, \"launches\": %llu, \"graph_launches\": %llu, \"syncs\": %llu, "
+               "\"copies_to_host\": %llu, \"copies_to_device\": %llu,\n \"findings\": {",
+               static_cast<unsigned long long>(g_calls.load()), static_cast<unsigned long long>(s.launches),
                static_cast<unsigned long long>(s.graph_launches), static_cast<unsigned long long>(s.syncs),
                static_cast<unsigned long long>(s.copies_to_host), static_cast<unsigned long long>(s.copies_to_device));
   bool first = true;
@@ -318,11 +324,13 @@ void __cudaRegisterFunction(void**, const char* host_fun, char*, const char* dev
 }
 
 unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t smem, struct CUstream_st* stream) {
+  count_call();
   t_configs.push_back({grid, block, smem, stream});
   return 0;
 }
 
 cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* smem, void* stream) {
+  count_call();
   if (t_configs.empty()) return cudaErrorMissingConfiguration;
   const CallConfig c = t_configs.back();
   t_configs.pop_back();
@@ -334,12 +342,14 @@ cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* smem, vo
 }
 
 cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* fun) {
+  count_call();
   *kernel = reinterpret_cast<cudaKernel_t>(const_cast<void*>(fun));
   return cudaSuccess;
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t smem,
                                cudaStream_t stream) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.kernels.find(reinterpret_cast<const void*>(kernel));
@@ -387,16 +397,22 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void*
 
 // ---- Devices ----------------------------------------------------------------------------------------
 cudaError_t cudaGetDeviceCount(int* count) {
+  count_call();
   *count = 1;
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : set_error(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+  count_call();
+  return device == 0 ? cudaSuccess : set_error(cudaErrorInvalidDevice);
+}
 cudaError_t cudaGetDevice(int* device) {
+  count_call();
   *device = 0;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+  count_call();
   if (device != 0) return set_error(cudaErrorInvalidDevice);
   *p = cudaDeviceProp{};
   std::snprintf(p->name, sizeof p->name, "NVIDIA H100 80GB HBM3 (tapegrad dry run: no kernel runs)");
@@ -423,6 +439,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  count_call();
   if (device != 0) return set_error(cudaErrorInvalidDevice);
   switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
@@ -445,6 +462,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.kernels.find(func);
@@ -459,6 +477,7 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
 }
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.kernels.find(func);
@@ -476,19 +495,25 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
 
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void*, int block_size, size_t,
                                                                    unsigned) {
+  count_call();
   *blocks = block_size > 0 ? std::max(1, 2048 / block_size) : 0;
   return cudaSuccess;
 }
 
 // ---- Errors -----------------------------------------------------------------------------------------
 cudaError_t cudaGetLastError() {
+  count_call();
   const cudaError_t e = t_last;
   t_last = cudaSuccess;
   return e;
 }
-cudaError_t cudaPeekAtLastError() { return t_last; }
+cudaError_t cudaPeekAtLastError() {
+  count_call();
+  return t_last;
+}
 
 const char* cudaGetErrorString(cudaError_t e) {
+  count_call();
   switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
@@ -503,6 +528,7 @@ const char* cudaGetErrorString(cudaError_t e) {
   }
 }
 const char* cudaGetErrorName(cudaError_t e) {
+  count_call();
   switch (e) {
     case cudaSuccess: return "cudaSuccess";
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
@@ -519,6 +545,7 @@ const char* cudaGetErrorName(cudaError_t e) {
 
 // ---- Memory -----------------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   *p = nullptr;
@@ -545,6 +572,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 
 cudaError_t cudaFree(void* p) {
+  count_call();
   if (p == nullptr) return cudaSuccess;
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -565,6 +593,7 @@ cudaError_t cudaFree(void* p) {
 }
 
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   *p = nullptr;
@@ -577,6 +606,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   if (cudaError_t e = unsafe_in_capture("cudaMemGetInfo"); e != cudaSuccess) return e;
@@ -621,12 +651,14 @@ cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, 
 }  // namespace
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  count_call();
   std::lock_guard<std::mutex> lock(st().mu);
   return copy(dst, src, bytes, kind, stream, "cudaMemcpyAsync");
 }
 
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t stream) {
+  count_call();
   std::lock_guard<std::mutex> lock(st().mu);
   if (width > dpitch || width > spitch) {
     finding("copy", "cudaMemcpy2DAsync: rows of %zu bytes wider than the pitches %zu / %zu", width, dpitch, spitch);
@@ -641,6 +673,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   if (bytes == 0) return cudaSuccess;
@@ -659,6 +692,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t strea
 
 // ---- Streams, events, graphs ------------------------------------------------------------------------
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   auto* x = new Stream();
@@ -668,6 +702,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   if (Stream* c = capturing(stream)) {
@@ -681,11 +716,13 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  count_call();
   std::swap(t_mode, *mode);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   Stream* x = stream_of(stream);
@@ -706,6 +743,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   Stream* x = stream_of(stream);
@@ -727,6 +765,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
 }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  count_call();
   const auto* g = reinterpret_cast<const Graph*>(graph);
   if (g == nullptr) return set_error(cudaErrorInvalidValue);
   if (nodes != nullptr) return set_error(cudaErrorNotSupported);  // (only the count is asked for)
@@ -735,6 +774,7 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t*
 }
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  count_call();
   const auto* g = reinterpret_cast<const Graph*>(graph);
   if (g == nullptr) return set_error(cudaErrorInvalidValue);
   *exec = reinterpret_cast<cudaGraphExec_t>(new Graph(*g));
@@ -742,6 +782,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   const auto* g = reinterpret_cast<const Graph*>(exec);
@@ -772,11 +813,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  count_call();
   delete reinterpret_cast<Graph*>(graph);
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  count_call();
   delete reinterpret_cast<Graph*>(exec);
   return cudaSuccess;
 }
@@ -788,11 +831,13 @@ struct Event {
 }  // namespace
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  count_call();
   *event = reinterpret_cast<cudaEvent_t>(new Event());
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  count_call();
   std::lock_guard<std::mutex> lock(st().mu);
   check_stream(stream, "cudaEventRecord");
   reinterpret_cast<Event*>(event)->ms = now_ms();  // host time: no kernel runs
@@ -800,6 +845,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  count_call();
   *ms = static_cast<float>(reinterpret_cast<Event*>(end)->ms - reinterpret_cast<Event*>(start)->ms);
   return cudaSuccess;
 }
@@ -967,12 +1013,14 @@ Kernel* lt_kernel() {
 extern "C" {
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  count_call();
   static int token;
   *handle = reinterpret_cast<cublasLtHandle_t>(&token);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 const char* cublasLtGetStatusString(cublasStatus_t s) {
+  count_call();
   switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "success";
     case CUBLAS_STATUS_INVALID_VALUE: return "an invalid value (dry run)";
@@ -982,6 +1030,7 @@ const char* cublasLtGetStatusString(cublasStatus_t s) {
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
+  count_call();
   auto* d = new LtDesc{compute, scale};
   *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
   return CUBLAS_STATUS_SUCCESS;
@@ -989,6 +1038,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComput
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                               const void* buf, size_t bytes) {
+  count_call();
   auto* d = reinterpret_cast<LtDesc*>(desc);
   auto take = [&](auto& field) {
     if (bytes != sizeof field) return CUBLAS_STATUS_INVALID_VALUE;
@@ -1007,12 +1057,14 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols,
                                           int64_t ld) {
+  count_call();
   *layout = reinterpret_cast<cublasLtMatrixLayout_t>(new LtLayout{type, rows, cols, ld});
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
                                                 const void* buf, size_t bytes) {
+  count_call();
   auto* l = reinterpret_cast<LtLayout*>(layout);
   if (attr == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT && bytes == sizeof l->batch) std::memcpy(&l->batch, buf, bytes);
   if (attr == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET && bytes == sizeof l->stride) std::memcpy(&l->stride, buf, bytes);
@@ -1020,6 +1072,7 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, c
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  count_call();
   *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new LtPref());
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -1027,6 +1080,7 @@ cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
                                                     size_t bytes) {
+  count_call();
   auto* p = reinterpret_cast<LtPref*>(pref);
   const int i = attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES   ? 0
                 : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES ? 1
@@ -1041,6 +1095,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  count_call();
   delete reinterpret_cast<LtPref*>(pref);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -1049,6 +1104,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
                                               cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref, int requested,
                                               cublasLtMatmulHeuristicResult_t* results, int* found) {
+  count_call();
   char why[512];
   std::lock_guard<std::mutex> lock(st().mu);
   if (!valid_product(*reinterpret_cast<LtDesc*>(desc), *reinterpret_cast<LtLayout*>(a), *reinterpret_cast<LtLayout*>(b),
@@ -1078,6 +1134,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
                               const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
+  count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   const LtDesc& dd = *reinterpret_cast<LtDesc*>(desc);
