@@ -139,6 +139,7 @@ void attention(const AttentionArgs& a) {
   cudaStream_t s = stream_of(a.device);
   const int64_t heads_y = a.n < 65535 ? a.n : 65535;
   const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(heads_y), static_cast<unsigned>((a.n + 65534) / 65535));
+  dry_pointers({m.mask, m.row_keys, m.key_at});
   if (a.type == Scalar::kF64) {
     attention_rows<double><<<grid, kRowThreads, 0, s>>>(static_cast<const double*>(a.q), static_cast<const double*>(a.k),
                                                      static_cast<const double*>(a.v), static_cast<double*>(a.out),

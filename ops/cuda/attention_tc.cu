@@ -227,6 +227,7 @@ void launch_tc_kernel(const TcAttentionParams& p, int64_t n, int device, cudaStr
   const int64_t heads_y = n < 65535 ? n : 65535;
   const dim3 grid(static_cast<unsigned>((p.T + kBr - 1) / kBr), static_cast<unsigned>(heads_y),
                   static_cast<unsigned>((n + 65534) / 65535));
+  dry_pointers({p.q, p.k, p.v, p.out, p.lse, p.mask, p.drop_row_keys, p.drop_key_at});
   attention_tc_kernel<D, kWarps, kDropout><<<grid, kWarps * 32, bytes, stream>>>(p), cuda_rt::count_launch();
 }
 // (dropout is a template argument: without it the kernel keeps its registers for the products)

@@ -372,16 +372,19 @@ void launch_backward(const BwdParams& p, int device, cudaStream_t stream) {
   static std::atomic<bool> kv_done[64], q_done[64];
   constexpr int kWarps = 4, kBrK = D == 128 ? 32 : 64;  // (dK and dV's query tile: fewer registers at D = 128)
   constexpr int kPitch = D + 8;
-  if (p.T > 0) delta_kernel<D><<<blocks_for(p.n * p.T * 32), 256, 0, stream>>>(p), cuda_rt::count_launch();
+  auto note = [&p] {  // (for the dry run: what each launch's parameter block points to)
+    dry_pointers({p.q, p.k, p.v, p.out, p.lse, p.mask, p.drop_row_keys, p.drop_key_at, p.g, p.delta, p.dq, p.dk, p.dv});
+  };
+  if (p.T > 0) note(), delta_kernel<D><<<blocks_for(p.n * p.T * 32), 256, 0, stream>>>(p), cuda_rt::count_launch();
   const int kv_bytes = (2 * 16 * kWarps + 4 * kBrK) * kPitch * 2 + 4 * kBrK * 4;
   allow_shared(dk_dv_kernel<D, kWarps, kBrK>, kv_bytes, device, kv_done);
   if (p.rows > 0)
-    dk_dv_kernel<D, kWarps, kBrK><<<grid_of((p.rows + 16 * kWarps - 1) / (16 * kWarps), p.n / p.group), kWarps * 32,
+    note(), dk_dv_kernel<D, kWarps, kBrK><<<grid_of((p.rows + 16 * kWarps - 1) / (16 * kWarps), p.n / p.group), kWarps * 32,
                                   kv_bytes, stream>>>(p), cuda_rt::count_launch();
   const int q_bytes = (2 * 16 * kWarps + 4 * 64) * kPitch * 2;
   allow_shared(dq_kernel<D, kWarps>, q_bytes, device, q_done);
   if (p.T > 0)
-    dq_kernel<D, kWarps><<<grid_of((p.T + 16 * kWarps - 1) / (16 * kWarps), p.n), kWarps * 32, q_bytes, stream>>>(p), cuda_rt::count_launch();
+    note(), dq_kernel<D, kWarps><<<grid_of((p.T + 16 * kWarps - 1) / (16 * kWarps), p.n), kWarps * 32, q_bytes, stream>>>(p), cuda_rt::count_launch();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // What the GPU kernels of ops/cuda/ share: launch sizes, the device's stream, the grid-stride
 // loop, the index flag, and a block's fold in a fixed tree (the same order every run: deterministic sums).
 #include <cstdint>
+#include <initializer_list>
 
 #include <cuda_runtime.h>
 
@@ -18,6 +19,14 @@ inline unsigned blocks_for(int64_t n, unsigned threads = kThreads) {
   return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
 }
 inline cudaStream_t stream_of(int device) { return static_cast<cudaStream_t>(cuda_rt::stream(device)); }
+
+// The pointers the next kernel launched from this thread finds inside a struct argument, for the dry
+// run (tools/cuda_dry checks them as it checks pointer parameters). Defined only by the dry runtime:
+// a weak symbol, null in every other build, so the call costs one test.
+extern "C" void tg_cuda_dry_pointers(const void* const* ptrs, int n) __attribute__((weak));
+inline void dry_pointers(std::initializer_list<const void*> ptrs) {
+  if (tg_cuda_dry_pointers != nullptr) tg_cuda_dry_pointers(ptrs.begin(), static_cast<int>(ptrs.size()));
+}
 
 #define TG_GRID_LOOP(i, n)                                                                      \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);        \

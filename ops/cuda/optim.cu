@@ -171,12 +171,25 @@ unsigned grid_of(const BlockMap& m) { return static_cast<unsigned>(m.first[m.cou
 
 static_assert(sizeof(OptimTable) + sizeof(BlockMap) + 64 <= 32764, "a launch's parameters must fit CUDA's 32,764 bytes");
 
+// (for the dry run: every pointer of a table)
+void dry_table(const OptimTable& t) {
+  if (tg_cuda_dry_pointers == nullptr) return;
+  const void* ptrs[5 * kMaxTensors];
+  int n = 0;
+  for (int i = 0; i < t.count; ++i)
+    for (const void* q : {static_cast<const void*>(t.p[i]), t.g[i], static_cast<const void*>(t.m[i]),
+                          static_cast<const void*>(t.v[i]), static_cast<const void*>(t.bf16[i])})
+      ptrs[n++] = q;
+  tg_cuda_dry_pointers(ptrs, n);
+}
+
 void optimizer_step(const OptimArgs& a) {
   const BlockMap map = block_map(a.table);
   if (a.table.count == 0 || grid_of(map) == 0) return;
   cudaStream_t s = stream_of(a.device);
   float_types(a.type, [&](auto tag) {
     using T = decltype(tag);
+    dry_table(a.table);
     if (a.adam) {
       adam_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.table, map, static_cast<T>(a.b1), static_cast<T>(a.b2),
                                                         static_cast<T>(a.eps), static_cast<T>(a.wd_l2),
@@ -200,6 +213,7 @@ void grad_norm(const GradNormArgs& a) {
     for (int k = 0; k < a.table_count; ++k) {
       const BlockMap map = block_map(a.tables[k]);
       if (grid_of(map) == 0) continue;
+      dry_table(a.tables[k]);
       sum_squares_kernel<T><<<grid_of(map), kThreads, 0, s>>>(a.tables[k], map, a.partial + offset), cuda_rt::count_launch();
       offset += grid_of(map);
     }
@@ -213,6 +227,7 @@ void scale_grads(int device, const char* op, Scalar type, const OptimTable& tabl
   if (grid_of(map) == 0) return;
   float_types(type, [&](auto tag) {
     using T = decltype(tag);
+    dry_table(table);
     scale_kernel<T><<<grid_of(map), kThreads, 0, stream_of(device)>>>(table, map, coef), cuda_rt::count_launch();
   });
   cuda_rt::after_launch(device, op);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <vector>
 
+extern "C" void tg_cuda_dry_pointers(const void* const* ptrs, int n);  // (the dry runtime's, for the library)
+
 namespace {
 __global__ void fill(float* out, long n, float v) {
   const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
@@ -34,6 +36,9 @@ int main() {
   bad += expect(cudaGetLastError() == cudaErrorInvalidValue, "64 KiB of shared memory unasked for");
   fill<<<4, 256, 0, s>>>(host.data(), 1024, 1.0f);  // a host pointer given to a kernel (reported)
   fill<<<4, 256, 0, nullptr>>>(d, 1024, 1.0f);      // the legacy default stream (reported)
+  const void* inside[2] = {d, host.data()};          // a host pointer inside a struct argument (reported)
+  tg_cuda_dry_pointers(inside, 2);
+  fill<<<4, 256, 0, s>>>(d, 1024, 1.0f);
   bad += expect(cudaMemcpyAsync(host.data(), d, 2048 * sizeof(float), cudaMemcpyDeviceToHost, s) != cudaSuccess,
                 "a copy past the end of an allocation");
   cudaGetLastError();

@@ -14,8 +14,9 @@
 //     capture mode; a graph's memsets and copies run again at each launch, and each launch checks
 //     that what its kernels and products point to was not freed since the capture (even where the
 //     address came back in a new allocation).
-// Not seen: pointers inside a struct passed by value (attention's and the optimizers' parameter
-// blocks), and a caching allocator's reuse of a block it never gave back (tapegrad's own
+// Pointers inside a struct passed by value are checked where the library names them before the
+// launch (ops/cuda/launch.cuh's dry_pointers: attention's and the optimizers' parameter blocks).
+// Not seen: a caching allocator's reuse of a block it never gave back (tapegrad's own
 // DeviceAllocator tests check that).
 // Each finding prints one line starting "cuda_dry:" on stderr and the call returns the error the
 // real runtime would (or none, where the real one would go on and crash later). At exit, with
@@ -110,6 +111,8 @@ struct CallConfig {
   void* stream;
 };
 thread_local std::vector<CallConfig> t_configs;
+// Pointers the library says the next launch from this thread finds inside a struct argument.
+thread_local std::vector<const void*> t_struct_pointers;
 
 // Every runtime call a program makes (not the registration of its kernels at load): a CPU run makes
 // none ("a CPU run never initialises CUDA"), which the dry run checks.
@@ -381,11 +384,21 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void*
       finding("pointer", "%s: parameter %zu is %p, in no live device or pinned allocation", name, i + 1, p);
     }
   }
+  std::vector<const void*> inside;
+  inside.swap(t_struct_pointers);
+  for (const void* p : inside) {
+    if (p != nullptr && holding(p, 0) == nullptr) {
+      finding("pointer", "%s: its parameter block holds %p, in no live device or pinned allocation", name, p);
+    }
+  }
   Node n{NodeKind::kKernel, &k, nullptr, nullptr, 0, 0, {}};
   if (Stream* c = capturing(stream)) {
     for (size_t i = 0; i < k.pointer.size(); ++i) {
       if (!k.pointer[i]) continue;
       const void* p = *static_cast<void* const*>(args[i]);
+      if (const auto* h = holding(p, 0)) n.pointers.emplace_back(p, h->second.serial);
+    }
+    for (const void* p : inside) {
       if (const auto* h = holding(p, 0)) n.pointers.emplace_back(p, h->second.serial);
     }
     c->graph->nodes.push_back(std::move(n));
@@ -394,6 +407,10 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void*
   run_node(n);
   return cudaSuccess;
 }
+
+// The library's note of the pointers inside the next launch's struct argument (ops/cuda/launch.cuh:
+// a weak symbol there, defined only here).
+void tg_cuda_dry_pointers(const void* const* ptrs, int n) { t_struct_pointers.assign(ptrs, ptrs + n); }
 
 // ---- Devices ----------------------------------------------------------------------------------------
 cudaError_t cudaGetDeviceCount(int* count) {
