@@ -663,7 +663,7 @@ const uint64_t* gpu_row_keys(const DropoutKeys& keys, const Tensor& x, const cha
 // y = (residual +) dropout(x) on x's GPU: one kernel, the keys by value, from the rows' device
 // memory, or (a CUDA graph's step values) from key_at.
 void gpu_dropout(const Tensor& x, const Tensor& y, const Tensor& residual, const DropoutKeys& keys, uint32_t threshold,
-                 double scale) {
+                 double scale, const Tensor& y_bf16 = Tensor()) {
   cuda_ops::DropoutArgs a;
   a.device = x.device().index;
   a.op = "dropout";
@@ -678,6 +678,7 @@ void gpu_dropout(const Tensor& x, const Tensor& y, const Tensor& residual, const
   a.key = keys.key;
   a.threshold = threshold;
   a.scale = scale;
+  a.y_bf16 = y_bf16.defined() ? gpu_ptr(y_bf16) : nullptr;
   cuda_ops::dropout(a);
 }
 
@@ -830,13 +831,22 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   gpu_dropout(x, y, residual, keys, threshold, scale);
   // The gradient: g to the residual, the mask applied to g for x (as add's and dropout's backward).
-  return record("dropout_add", y, {x, residual}, [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale](
+  // Under autocast x is a float32 product's output (W_O's, the FFN's second): x's gradient also
+  // gets its bfloat16 rounding in the same pass, which that product's backward takes (no cast).
+  const bool autocast = autocast_on_gpu(x);
+  return record("dropout_add", y, {x, residual}, [shape = x.shape(), dtype = x.dtype(), keys, threshold, scale, autocast](
                                                       const Tensor& g0, const Node& n) {
     const Tensor g = to(g0, dtype);
     Tensor gx;
     if (n.needs(0)) {
-      gx = grad_enabled() ? mul(g, apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale))
-                          : apply_dropout(g, keys, threshold, scale);
+      if (grad_enabled()) {
+        gx = mul(g, apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale));
+      } else {
+        gx = Tensor::empty(g.shape(), g.dtype(), g.device());
+        const Tensor copy = autocast ? Tensor::empty(g.shape(), kBFloat16, g.device()) : Tensor();
+        gpu_dropout(g, gx, Tensor(), keys, threshold, scale, copy);
+        if (copy.defined()) keep_gpu_bf16_copy(gx, copy);
+      }
     }
     return Grads{gx, n.needs(1) ? g : Tensor()};
   });

@@ -307,11 +307,15 @@ __device__ __forceinline__ T dropped(T x, int64_t i, int64_t len, const uint64_t
 
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, int64_t len, const uint64_t* row_keys, uint64_t key,
-                               const uint64_t* key_at, int32_t thr31, T scale, const T* residual) {
+                               const uint64_t* key_at, int32_t thr31, T scale, const T* residual, uint16_t* y_bf16) {
   if (key_at != nullptr) key = *key_at;  // (a CUDA graph's step value)
   TG_GRID_LOOP(i, n) {
     const T d = dropped<T>(x[i], i, len, row_keys, key, thr31, scale);
-    y[i] = residual != nullptr ? add_rn(residual[i], d) : d;
+    const T out = residual != nullptr ? add_rn(residual[i], d) : d;
+    y[i] = out;
+    if constexpr (sizeof(T) == sizeof(float)) {
+      if (y_bf16 != nullptr) y_bf16[i] = math::float_to_bf16(out);
+    }
   }
 }
 
@@ -516,7 +520,8 @@ void dropout(const DropoutArgs& a) {
     using T = decltype(tag);
     dropout_kernel<T><<<blocks_for(a.n), kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n,
                                                            a.len > 0 ? a.len : 1, a.row_keys, a.key, a.key_at, thr31,
-                                                           static_cast<T>(a.scale), static_cast<const T*>(a.residual)),
+                                                           static_cast<T>(a.scale), static_cast<const T*>(a.residual),
+                                                           sizeof(T) == sizeof(float) ? static_cast<uint16_t*>(a.y_bf16) : nullptr),
         cuda_rt::count_launch();
   });
   cuda_rt::after_launch(a.device, a.op);

@@ -137,6 +137,9 @@ struct DropoutArgs {
   // float32/float64: y = residual + dropout(x), the sum rounded separately from the product (the
   // same bits as the two ops), where residual is given (x's shape).
   const void* residual = nullptr;
+  // float32: also y's bfloat16 rounding (the bits a cast writes), where given: autocast's copy of a
+  // gradient for the product that reads it.
+  void* y_bf16 = nullptr;
 };
 void dropout(const DropoutArgs& args);  // float32, float64, or bfloat16 (computed in float32, rounded once)
 

@@ -1090,4 +1090,34 @@ TEST(Gpu, TheResidualDropoutIsOneKernelWithTheTwoOpsBits) {
   }
 }
 
+// Under autocast the residual dropout's backward also writes x's gradient rounded to bfloat16, and
+// the product that made x (W_O, the FFN's second linear) takes it: one cast fewer in its backward,
+// the same gradient bits as the two ops with the cast.
+TEST(Gpu, TheResidualDropoutHandsItsGradientsBFloat16CopyToTheProduct) {
+  TG_NEED_GPU();
+  tg::manual_seed(53);
+  const Tensor x0 = tg::randn({4, 33, 64}).to(kGpu), r0 = tg::randn({4, 33, 96}).to(kGpu),
+               v = tg::randn({4, 33, 96}).to(kGpu), w0 = tg::randn({96, 64}).to(kGpu);
+  auto run = [&](bool fused, uint64_t* backward_launches) {
+    Tensor x = x0.detach().clone().requires_grad_(), w = w0.detach().clone().requires_grad_();
+    const Tensor r = r0;  // (no gradient: the add's would be a copy, as it also feeds the dropout's backward)
+    tg::manual_seed(54);
+    Tensor loss;
+    {
+      tg::AutocastGuard autocast(tg::kBFloat16);
+      const Tensor h = tg::linear(x, w);  // float32 out: the residual branch's product
+      const Tensor y = fused ? tg::detail::dropout_add(h, r, 0.25, true) : tg::add(r, tg::dropout(h, 0.25, true));
+      loss = tg::sum(tg::mul(y, v));
+    }
+    const uint64_t before = tg::cuda::kernel_launches();
+    loss.backward();
+    *backward_launches = tg::cuda::kernel_launches() - before;
+    return std::vector<std::vector<unsigned char>>{bytes_of(x.grad().to(tg::kCPU)), bytes_of(w.grad().to(tg::kCPU))};
+  };
+  uint64_t fused_launches = 0, plain_launches = 0;
+  const auto fused = run(true, &fused_launches), plain = run(false, &plain_launches);
+  EXPECT_EQ(fused_launches + 1, plain_launches) << "the cast of the product's gradient saved";
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(fused[i], plain[i]) << "gradient " << i;
+}
+
 }  // namespace
