@@ -28,8 +28,9 @@ const uint64_t* gpu_row_keys(const DropoutKeys& keys, const Tensor& x, const cha
 DropoutKeys dropout_keys(const Shape& shape, const Device& device);
 // p * 2^32, capped: element c is dropped when its bits are below it.
 uint32_t dropout_threshold(double p);
-// y = x where the mask keeps it, times scale; 0 where it drops it, on x's device.
-Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale);
+// y = x where the mask keeps it, times scale; 0 where it drops it, on x's device. With bf16_copy
+// (float32 on a GPU), y's bfloat16 rounding is written in the same pass and kept as autocast's copy.
+Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale, bool bf16_copy = false);
 
 // residual + dropout(x, p, training): the transformer layers' residual connection. On a GPU, with x
 // and residual of one shape and float dtype, one kernel (and one node) with the same numbers as the

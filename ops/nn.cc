@@ -684,12 +684,14 @@ void gpu_dropout(const Tensor& x, const Tensor& y, const Tensor& residual, const
 
 // y = x where the mask keeps it, times scale; 0 where it drops it. On x's device, the same bits
 // on the CPU and a GPU (ops/cuda/math.h's dropout_element, tested against the CPU kernel).
-Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale) {
+Tensor apply_dropout(const Tensor& x, const DropoutKeys& keys, uint32_t threshold, double scale, bool bf16_copy) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t len = keys.rows ? x.size(x.dim() - 1) : 0, rows = keys.rows ? static_cast<int64_t>(keys.rows->size()) : 0;
   if (x.is_cuda()) {
     if (x.dtype() != kBFloat16) dispatch_float(x.dtype(), "dropout", [](auto) {});  // (bfloat16: computed in float32)
-    gpu_dropout(x, y, Tensor(), keys, threshold, scale);
+    const Tensor copy = bf16_copy && x.dtype() == kFloat32 ? Tensor::empty(x.shape(), kBFloat16, x.device()) : Tensor();
+    gpu_dropout(x, y, Tensor(), keys, threshold, scale, copy);
+    if (copy.defined()) keep_gpu_bf16_copy(y, copy);
     return y;
   }
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
@@ -839,14 +841,8 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
     const Tensor g = to(g0, dtype);
     Tensor gx;
     if (n.needs(0)) {
-      if (grad_enabled()) {
-        gx = mul(g, apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale));
-      } else {
-        gx = Tensor::empty(g.shape(), g.dtype(), g.device());
-        const Tensor copy = autocast ? Tensor::empty(g.shape(), kBFloat16, g.device()) : Tensor();
-        gpu_dropout(g, gx, Tensor(), keys, threshold, scale, copy);
-        if (copy.defined()) keep_gpu_bf16_copy(gx, copy);
-      }
+      gx = grad_enabled() ? mul(g, apply_dropout(full(shape, 1.0, dtype, g.device()), keys, threshold, scale))
+                          : apply_dropout(g, keys, threshold, scale, autocast);
     }
     return Grads{gx, n.needs(1) ? g : Tensor()};
   });

@@ -28,16 +28,21 @@ cmake --build "$B" -j "$JOBS" --target cuda_dry_canary tg_gpu_tests train_transl
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0
-# verdict REPORT: "ok (...)" when the dry runtime's report exists, launched kernels and has no
-# finding; else what is wrong. (The report, not the output: a finding's line may follow printed
-# text on the same line.)
+# verdict REPORT [cpu]: "ok (...)" when the dry runtime's report exists, launched kernels and has no
+# finding (with cpu: made no CUDA call at all); else what is wrong. (The report, not the output: a
+# finding's line may follow printed text on the same line.)
 verdict() {
-  python3 - "$1" <<'PY'
+  python3 - "$@" <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))
 except (OSError, ValueError):
     sys.exit("no report from the dry runtime")
+if sys.argv[2:] == ["cpu"]:
+    if r["calls"]:
+        sys.exit(f"{r['calls']} CUDA runtime calls: a CPU run must make none")
+    print("ok (no CUDA call)")
+    sys.exit(0)
 if r["findings"]:
     sys.exit("findings " + ", ".join(f"{k}: {v}" for k, v in r["findings"].items()))
 if r["launches"] == 0:
@@ -45,12 +50,14 @@ if r["launches"] == 0:
 print(f"ok ({r['launches']} kernels, {r['graph_launches']} graph launches, {r['syncs']} host waits)")
 PY
 }
-# check NAME COMMAND...: runs it with a report; fails on a non-zero exit or any finding.
+# check [--cpu] NAME COMMAND...: runs it with a report; fails on a non-zero exit or a bad verdict.
 check() {
+  local mode=""
+  if [ "$1" = --cpu ]; then mode=cpu; shift; fi
   local name=$1; shift
   local rc=0 v
   TG_CUDA_DRY_REPORT="$TMP/$name.json" "$@" > "$TMP/$name.out" 2>&1 || rc=$?
-  if v=$(verdict "$TMP/$name.json" 2>&1) && [ "$rc" -eq 0 ]; then
+  if v=$(verdict "$TMP/$name.json" $mode 2>&1) && [ "$rc" -eq 0 ]; then
     echo "dry run: $name: $v"
   else
     echo "dry run: $name: FAILED (exit $rc; $v):"
@@ -97,24 +104,11 @@ for m in gpt2 llama qwen2; do
     --max_new_tokens 24 --temperature 0.8 --top_k 20 --top_p 0.9 --ids --device cuda
 done
 # A CPU run never initialises CUDA: not one runtime call.
-check_cpu() {
-  local name=$1; shift
-  local rc=0 calls
-  TG_CUDA_DRY_REPORT="$TMP/$name.json" "$@" > "$TMP/$name.out" 2>&1 || rc=$?
-  calls=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['calls'])" "$TMP/$name.json" 2>/dev/null || echo "no report")
-  if [ "$rc" -eq 0 ] && [ "$calls" = 0 ]; then
-    echo "dry run: $name: ok (no CUDA call)"
-  else
-    echo "dry run: $name: FAILED (exit $rc; CUDA runtime calls: $calls; a CPU run must make none)"
-    { grep -v '^{' "$TMP/$name.out" || true; } | tail -10
-    failures=$((failures + 1))
-  fi
-}
-check_cpu train_translator_cpu "$B/train_translator" --device cpu --pairs "$TMP/pairs.tsv" --save "$TMP/tr_cpu" \
+check --cpu train_translator_cpu "$B/train_translator" --device cpu --pairs "$TMP/pairs.tsv" --save "$TMP/tr_cpu" \
   --steps 5 --layers 1 --width 32 --heads 2 --ff 64 --bleu_sentences 5 --samples 1 --beam 2
-check_cpu train_lm_cpu "$B/train_lm" --device cpu --text README.md --out "$TMP/lm_cpu" --steps 5 --eval_every 5 \
+check --cpu train_lm_cpu "$B/train_lm" --device cpu --text README.md --out "$TMP/lm_cpu" --steps 5 --eval_every 5 \
   --eval_windows 4 --layers 1 --width 32 --context 16 --batch 2 --sample 5
-check_cpu generate_cpu "$B/generate" --model tests/golden/decoders/llama --prompt_ids "1 2 3" --max_new_tokens 8 \
+check --cpu generate_cpu "$B/generate" --model tests/golden/decoders/llama --prompt_ids "1 2 3" --max_new_tokens 8 \
   --temperature 0 --ids --device cpu
 check gpu_train "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1
 check gpu_train_graph "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1 --graph
