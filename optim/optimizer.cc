@@ -485,6 +485,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NonFi
   if (max_norm > 0 || scale != 1.0) {
     for (const cuda_ops::OptimTable& t : tables)
       cuda_ops::scale_grads(device.index, op, a.type, t, static_cast<const double*>(detail::gpu_ptr(coef)));
+    for (const Tensor& g : grads) g.impl().storage->bump_version();  // copies made of them (autocast's) are stale
   }
   return norm;
 }

@@ -27,9 +27,9 @@ algorithm: min max clamp sort stable_sort find find_if fill fill_n copy copy_n c
   equal remove remove_if replace ranges::any_of ranges::all_of ranges::sort ranges::find
   minmax_element set_difference generate
 numeric: iota accumulate partial_sum inner_product gcd lcm reduce
-utility: move forward pair make_pair swap exchange declval as_const index_sequence
+utility: move forward pair make_pair swap exchange declval as_const index_sequence index_sequence_for
   make_index_sequence in_place integer_sequence
-tuple: tuple make_tuple tie get tuple_size tuple_element apply forward_as_tuple
+tuple: tuple make_tuple tie get tuple_size tuple_element tuple_element_t apply forward_as_tuple
 memory: shared_ptr unique_ptr make_shared make_unique weak_ptr allocate_shared static_pointer_cast
   const_pointer_cast dynamic_pointer_cast enable_shared_from_this allocator uninitialized_copy
   uninitialized_fill_n uninitialized_move uninitialized_value_construct destroy destroy_at

@@ -17,8 +17,13 @@
 #define TG_SM80_MATH(...) asm(__VA_ARGS__)  // (no side effect: the compiler may schedule it)
 #endif
 
+#if defined(TG_CUDA_EMU)  // a check build: these instructions emulated on the CPU (tools/cuda_dry/emu)
+#include "tools/cuda_dry/emu/include/cuda_emu_mma.h"
+#endif
+
 namespace tg::cuda_ops::mma {
 
+#if !defined(TG_CUDA_EMU)
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -37,20 +42,6 @@ __device__ __forceinline__ void cp_async_commit() { TG_SM80_ASM("cp.async.commit
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   TG_SM80_ASM("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// A double buffer's step, for the whole block: queue the next tile's copies (load(), when `more`)
-// and wait until the current tile's have landed and every thread sees them.
-template <class Load>
-__device__ __forceinline__ void next_tile_and_wait(bool more, Load load) {
-  if (more) {
-    load();
-    cp_async_commit();
-    cp_async_wait<1>();
-  } else {
-    cp_async_wait<0>();
-  }
-  __syncthreads();
 }
 
 // Four 8x8 bf16 matrices: lanes 8i..8i+7 give the row addresses of matrix i; register i holds
@@ -80,6 +71,22 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   uint32_t r = 0;
   TG_SM80_MATH("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
+}
+
+#endif  // !TG_CUDA_EMU
+
+// A double buffer's step, for the whole block: queue the next tile's copies (load(), when `more`)
+// and wait until the current tile's have landed and every thread sees them.
+template <class Load>
+__device__ __forceinline__ void next_tile_and_wait(bool more, Load load) {
+  if (more) {
+    load();
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
 }
 
 __device__ __forceinline__ float quad_max(float v) {

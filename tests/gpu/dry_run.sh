@@ -1,29 +1,46 @@
 #!/usr/bin/env bash
-# The GPU code's host side on a machine without a GPU (`./tg.sh dry`; CI runs it): tapegrad built
-# against tools/cuda_dry, a CUDA runtime and cuBLASLt that run no kernel but check every launch,
-# copy, capture and product the host code makes (tools/cuda_dry/cuda_dry.cc says what). Then:
+# The GPU code without a GPU. Two modes:
+#
+#   tests/gpu/dry_run.sh         (`./tg.sh dry`) tapegrad built against tools/cuda_dry, a CUDA
+#       runtime and cuBLASLt that run no kernel but check every launch, copy, capture and product
+#       the host code makes (tools/cuda_dry/cuda_dry.cc says what); the kernels are nvcc's.
+#   tests/gpu/dry_run.sh --emu   (`./tg.sh emu`; CI runs it) the same runtime and checks, and the
+#       kernels run too: the .cu files compiled by the host compiler, every CUDA thread a fiber on
+#       the CPU (tools/cuda_dry/emu/emu.h says how), products computed by a plain loop. So the GPU
+#       suite's values are computed and its verdicts count (TG_REQUIRE_GPU=1), and the programs
+#       really train and decode on `--device cuda`.
+#
+# Then:
 #   1. the canary: each mistake the dry runtime must catch, made on purpose (so this run cannot pass
 #      by checking nothing);
 #   2. the programs on --device cuda, training and decoding, fp32 and bf16 (train_translator and
 #      translate's beam search, train_lm gpt and llama, generate on the golden decoders greedy and
-#      sampled, gpu_train's steps A, B, C eager and as CUDA graphs), and three on --device cpu, which
-#      must make no CUDA call at all (a CPU run never initialises CUDA);
-#   3. the GPU suite (its values are not computed here, so its own results are not asked for).
-# Each must finish with no finding. Printed too: kernels and host microseconds a training step and
-# a decoded token (host time without the driver's launch cost; no kernel runs).
+#      sampled; dry only: gpu_train's steps A, B, C eager and as CUDA graphs, with kernels and host
+#      microseconds a step, host time without the driver's launch cost), and three on --device cpu,
+#      which must make no CUDA call at all (a CPU run never initialises CUDA);
+#   3. the GPU suite: dry, only what it launches is checked (its values are not computed); emulated,
+#      it must pass as on a GPU, a second time with each block's threads and the blocks in reverse
+#      order (a kernel whose result depends on that order has a race).
+# Each must finish with no finding.
 #
-#   tests/gpu/dry_run.sh        (BUILD_DIR=build-dry; TG_DRY_SUITE=0 skips the GPU suite)
+#   BUILD_DIR (build-dry, build-emu); TG_DRY_SUITE=0 skips the GPU suite
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-B=${BUILD_DIR:-build-dry}
+EMU=0
+if [ "${1:-}" = --emu ]; then EMU=1; shift; fi
+NAME="dry run"
+[ $EMU = 1 ] && NAME="emulated run"
+B=${BUILD_DIR:-$([ $EMU = 1 ] && echo build-emu || echo build-dry)}
 JOBS=${TG_JOBS:-$(nproc)}
-command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "dry run: needs the CUDA toolkit (nvcc)"; exit 1; }
+command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "$NAME: needs the CUDA toolkit (nvcc)"; exit 1; }
 PATH=$PATH:/usr/local/cuda/bin
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DTG_WERROR=ON -DTG_CUDA=ON -DTG_CUDA_DRY=ON -DTG_INSTALL=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90-real -DTG_BUILD_BENCH=ON > "$B.configure.log" 2>&1 ||
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DTG_WERROR=ON -DTG_CUDA=ON -DTG_CUDA_DRY=ON -DTG_CUDA_EMU=$([ $EMU = 1 ] && echo ON || echo OFF) \
+  -DTG_INSTALL=OFF -DCMAKE_CUDA_ARCHITECTURES=90-real -DTG_BUILD_BENCH=$([ $EMU = 1 ] && echo OFF || echo ON) > "$B.configure.log" 2>&1 ||
   { cat "$B.configure.log"; exit 1; }
-cmake --build "$B" -j "$JOBS" --target cuda_dry_canary tg_gpu_tests train_translator translate train_lm generate gpu_train
+targets=(cuda_dry_canary tg_gpu_tests train_translator translate train_lm generate)
+[ $EMU = 0 ] && targets+=(gpu_train)
+cmake --build "$B" -j "$JOBS" --target "${targets[@]}"
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -58,9 +75,9 @@ check() {
   local rc=0 v
   TG_CUDA_DRY_REPORT="$TMP/$name.json" "$@" > "$TMP/$name.out" 2>&1 || rc=$?
   if v=$(verdict "$TMP/$name.json" $mode 2>&1) && [ "$rc" -eq 0 ]; then
-    echo "dry run: $name: $v"
+    echo "$NAME: $name: $v"
   else
-    echo "dry run: $name: FAILED (exit $rc; $v):"
+    echo "$NAME: $name: FAILED (exit $rc; $v):"
     { grep -v '^{' "$TMP/$name.out" || true; } | tail -20
     failures=$((failures + 1))
   fi
@@ -71,19 +88,22 @@ rc=0
 "$B/cuda_dry_canary" > "$TMP/canary.out" 2>&1 || rc=$?
 if [ $rc -ne 0 ] || ! grep -q 'cuda_dry: pointer: .*parameter 1 is' "$TMP/canary.out" ||
    ! grep -q 'cuda_dry: pointer: .*parameter block holds' "$TMP/canary.out" || ! grep -q 'cuda_dry: stream: ' "$TMP/canary.out"; then
-  echo "dry run: canary: FAILED (a mistake went unreported):"
+  echo "$NAME: canary: FAILED (a mistake went unreported):"
   cat "$TMP/canary.out"
   exit 1
 fi
-echo "dry run: canary: every mistake caught ($(grep -c 'cuda_dry: [a-zA-Z]*: ' "$TMP/canary.out" || true) findings)"
+echo "$NAME: canary: every mistake caught ($(grep -c 'cuda_dry: [a-zA-Z]*: ' "$TMP/canary.out" || true) findings)"
 
 # 2. The programs.
 # (a "translation" of the docs' lines into themselves reversed: data every clone has)
 grep -hv '^\s*$' README.md docs/*.md | tr -d '\t' | sed -n '1,400p' > "$TMP/lines.txt"
 paste -d '\t' "$TMP/lines.txt" <(rev "$TMP/lines.txt") > "$TMP/pairs.tsv"
+# (emulated, each kernel's threads run one at a time on the CPU: fewer steps and sentences)
+steps=30 sentences=20 lm_steps=20 lm_eval=10
+[ $EMU = 1 ] && { steps=3; sentences=3; lm_steps=4; lm_eval=2; }
 for p in fp32 bf16; do
   check "train_translator_$p" "$B/train_translator" --device cuda --precision $p --pairs "$TMP/pairs.tsv" \
-    --save "$TMP/tr_$p" --steps 30 --layers 2 --width 64 --heads 4 --ff 128 --bleu_sentences 20 --samples 2 --beam 3
+    --save "$TMP/tr_$p" --steps $steps --layers 2 --width 64 --heads 4 --ff 128 --bleu_sentences $sentences --samples 2 --beam 3
   check "translate_$p" sh -c "printf 'Das Haus\nIch habe keine Zeit\n' | '$B/translate' --load '$TMP/tr_$p' --device cuda --precision $p"
 done
 for arch in gpt llama; do
@@ -91,7 +111,7 @@ for arch in gpt llama; do
   [ $arch = llama ] && dropout=0  # (the llama architecture has none)
   for p in fp32 bf16; do
     check "train_lm_${arch}_$p" "$B/train_lm" --device cuda --arch $arch --precision $p --text README.md \
-      --out "$TMP/lm_${arch}_$p" --steps 20 --eval_every 10 --eval_windows 8 --layers 2 --width 64 --context 32 \
+      --out "$TMP/lm_${arch}_$p" --steps $lm_steps --eval_every $lm_eval --eval_windows 8 --layers 2 --width 64 --context 32 \
       --batch 4 --sample 20 --dropout $dropout
   done
 done
@@ -110,10 +130,11 @@ check --cpu train_lm_cpu "$B/train_lm" --device cpu --text README.md --out "$TMP
   --eval_windows 4 --layers 1 --width 32 --context 16 --batch 2 --sample 5
 check --cpu generate_cpu "$B/generate" --model tests/golden/decoders/llama --prompt_ids "1 2 3" --max_new_tokens 8 \
   --temperature 0 --ids --device cpu
-check gpu_train "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1
-check gpu_train_graph "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1 --graph
-echo "dry run: host time a training step (no kernel runs; without the driver's ~2-3 us a launch):"
-python3 - "$TMP/gpu_train.out" <<'EOF'
+if [ $EMU = 0 ]; then  # (emulated, step C alone would take hours: its products are plain loops)
+  check gpu_train "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1
+  check gpu_train_graph "$B/gpu_train" --c_batches 16 --steps 3 --warmup 1 --graph
+  echo "$NAME: host time a training step (no kernel runs; without the driver's ~2-3 us a launch):"
+  python3 - "$TMP/gpu_train.out" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
     if line.startswith('{'):
@@ -121,21 +142,40 @@ for line in open(sys.argv[1]):
         if r.get('case') == 'train':
             print(f"  step {r['config']} (batch {r['batch']}) {r['precision']:>4}: {r['kernels']:5d} kernels, {r['host_us']:6.0f} us")
 EOF
+fi
 
-# 3. The GPU suite: its values are not computed here; what it launches must all be valid.
-if [ "${TG_DRY_SUITE:-1}" != 0 ]; then
-  rc=0
-  TG_CUDA_DRY_REPORT="$TMP/suite.json" "$B/tg_gpu_tests" --gtest_brief=1 > "$TMP/suite.out" 2>&1 || rc=$?
-  if v=$(verdict "$TMP/suite.json" 2>&1) && grep -q '^\[==========\] .* ran\.' "$TMP/suite.out"; then
-    echo "dry run: GPU suite: $v (its values are not computed here, so its own verdicts are not asked for)"
+# 3. The GPU suite. Dry: its values are not computed, so only what it launches is checked.
+# Emulated: it must pass (every skip a failure), in both orders.
+suite() {  # suite FILE LABEL [ENV...]
+  local file=$1 label=$2; shift 2
+  local rc=0 v
+  env "$@" TG_CUDA_DRY_REPORT="$TMP/$file.json" "$B/tg_gpu_tests" --gtest_brief=1 > "$TMP/$file.out" 2>&1 || rc=$?
+  if v=$(verdict "$TMP/$file.json" 2>&1) && grep -q '^\[==========\] .* ran\.' "$TMP/$file.out" &&
+     { [ $EMU = 0 ] || [ $rc -eq 0 ]; }; then
+    if [ $EMU = 1 ]; then
+      echo "$NAME: $label: $(grep -o '[0-9]* tests\? from .* ran' "$TMP/$file.out" | head -1), all passed; $v"
+    else
+      echo "$NAME: $label: $v (its values are not computed here, so its own verdicts are not asked for)"
+    fi
   else
-    echo "dry run: GPU suite: FAILED (exit $rc; ${v:-the suite did not finish}):"
-    { grep 'cuda_dry: \|terminate\|Segmentation\|Abort' "$TMP/suite.out" || true; } | head -20
+    echo "$NAME: $label: FAILED (exit $rc; ${v:-the suite did not finish}):"
+    { grep 'cuda_dry: \|cuda_emu: \|FAILED\|Failure\|terminate\|Segmentation\|Abort' "$TMP/$file.out" || true; } | head -30
     failures=$((failures + 1))
+  fi
+}
+if [ "${TG_DRY_SUITE:-1}" != 0 ]; then
+  if [ $EMU = 1 ]; then
+    suite suite "GPU suite" TG_REQUIRE_GPU=1
+    # (the kernels whose threads cooperate through shared memory and barriers: every op, the
+    # products, reductions and attention; the rest of the suite adds time, not kernels)
+    suite suite_reversed "GPU suite's kernels, threads and blocks in reverse order" TG_REQUIRE_GPU=1 TG_CUDA_EMU_REVERSE=1 \
+      'GTEST_FILTER=GpuParity.*:Gpu.*Attention*:Gpu.Reductions*:Gpu.SortedIndexAdd*:Gpu.Classification*:Gpu.Dropout*'
+  else
+    suite suite "GPU suite"
   fi
 fi
 if [ $failures -ne 0 ]; then
-  echo "dry run: $failures check(s) FAILED"
+  echo "$NAME: $failures check(s) FAILED"
   exit 1
 fi
-echo "dry run: every check passed"
+echo "$NAME: every check passed"

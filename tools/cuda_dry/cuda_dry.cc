@@ -24,6 +24,9 @@
 // TG_CUDA_DRY_ABORT=1 aborts at the first finding (for a debugger).
 // Values are never computed: what a program reads back is zeros or what it uploaded.
 #include <cuda_runtime_api.h>
+#if defined(TG_CUDA_EMU)
+#include "emu/emu_abi.h"
+#endif
 
 #include <cxxabi.h>
 #include <sys/mman.h>
@@ -36,10 +39,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -57,7 +63,7 @@ struct Kernel {
 
 enum class NodeKind { kKernel, kMemset, kCopy };
 struct Node {
-  NodeKind kind;
+  NodeKind kind = NodeKind::kKernel;
   Kernel* kernel = nullptr;
   void* dst = nullptr;
   const void* src = nullptr;
@@ -66,7 +72,25 @@ struct Node {
   // A kernel's pointer parameters (a product's operands) and the serial number of the allocation
   // each was in at the capture: at each replay each must still be in that allocation.
   std::vector<std::pair<const void*, uint64_t>> pointers;
+  // The emulator's work (TG_CUDA_EMU): one CUDA thread's body over grid x block, or (host) the whole
+  // of a product or a library's sort.
+  std::shared_ptr<std::function<void()>> work;
+  bool host = false;
+  dim3 grid, block;
+  size_t smem = 0;
 };
+
+Node make_node(NodeKind kind, Kernel* kernel, void* dst = nullptr, const void* src = nullptr, size_t bytes = 0,
+               int value = 0) {
+  Node n;
+  n.kind = kind;
+  n.kernel = kernel;
+  n.dst = dst;
+  n.src = src;
+  n.bytes = bytes;
+  n.value = value;
+  return n;
+}
 
 struct Graph {
   std::vector<Node> nodes;
@@ -95,6 +119,7 @@ struct State {
   std::vector<Stream*> streams;
   std::map<std::string, uint64_t> findings;  // by kind
   uint64_t launches = 0, graph_launches = 0, syncs = 0, copies_to_host = 0, copies_to_device = 0;
+  uint64_t emu_threads = 0, emu_switches = 0;  // the emulator's CUDA threads run, and switches between them
   uint64_t serials = 0;
 };
 
@@ -196,9 +221,21 @@ void check_stream(void* s, const char* what) {
   }
 }
 
+void run_grid(const Node& n);  // the emulator's executor (below; a no-op in the dry run)
+
 void run_node(const Node& n) {
   switch (n.kind) {
-    case NodeKind::kKernel: n.kernel->launches += 1; st().launches += 1; break;
+    case NodeKind::kKernel:
+      n.kernel->launches += 1;
+      st().launches += 1;
+      if (n.work != nullptr) {
+        if (n.host) {
+          (*n.work)();
+        } else {
+          run_grid(n);
+        }
+      }
+      break;
     case NodeKind::kMemset: std::memset(n.dst, n.value, n.bytes); break;
     case NodeKind::kCopy: std::memmove(n.dst, n.src, n.bytes); break;
   }
@@ -271,10 +308,12 @@ void write_report() {
     std::fputc('"', f);
   };
   std::fprintf(f, "{\"calls\": %llu, \"launches\": %llu, \"graph_launches\": %llu, \"syncs\": %llu, "
-               "\"copies_to_host\": %llu, \"copies_to_device\": %llu,\n \"findings\": {",
+               "\"copies_to_host\": %llu, \"copies_to_device\": %llu, \"emu_threads\": %llu, \"emu_switches\": %llu,\n"
+               " \"findings\": {",
                static_cast<unsigned long long>(g_calls.load()), static_cast<unsigned long long>(s.launches),
                static_cast<unsigned long long>(s.graph_launches), static_cast<unsigned long long>(s.syncs),
-               static_cast<unsigned long long>(s.copies_to_host), static_cast<unsigned long long>(s.copies_to_device));
+               static_cast<unsigned long long>(s.copies_to_host), static_cast<unsigned long long>(s.copies_to_device),
+               static_cast<unsigned long long>(s.emu_threads), static_cast<unsigned long long>(s.emu_switches));
   bool first = true;
   for (auto& [k, v] : s.findings) {
     std::fprintf(f, "%s", first ? "" : ", ");
@@ -300,7 +339,381 @@ void write_report() {
 
 const bool kRegistered = [] { return std::atexit(write_report) == 0; }();
 
+// A kernel launch's checks (its configuration, stream and pointers: each parameter given as
+// (position, value), and those the library named inside a struct argument); then queued into the
+// stream's capture or run. Callers hold the lock.
+cudaError_t queue_launch(Node n, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                         const std::vector<std::pair<size_t, const void*>>& params) {
+  const Kernel& k = *n.kernel;
+  const char* name = k.name.c_str();
+  std::vector<const void*> inside;
+  inside.swap(t_struct_pointers);
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 || threads > 1024 ||
+      block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u) {
+    finding("launch", "%s: grid (%u, %u, %u), block (%u, %u, %u) is beyond the card's limits (invalid configuration)",
+            name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    if (Stream* c = capturing(stream)) c->invalidated = true;
+    return set_error(cudaErrorInvalidConfiguration);
+  }
+  if (smem > static_cast<size_t>(k.max_dynamic_smem)) {
+    finding("launch", "%s: %zu bytes of dynamic shared memory, %d allowed (cudaFuncSetAttribute)", name, smem,
+            k.max_dynamic_smem);
+    if (Stream* c = capturing(stream)) c->invalidated = true;
+    return set_error(cudaErrorInvalidValue);
+  }
+  check_stream(stream, name);
+  for (const auto& [i, p] : params) {
+    if (p != nullptr && holding(p, 0) == nullptr) {
+      finding("pointer", "%s: parameter %zu is %p, in no live device or pinned allocation", name, i, p);
+    }
+  }
+  for (const void* p : inside) {
+    if (p != nullptr && holding(p, 0) == nullptr) {
+      finding("pointer", "%s: its parameter block holds %p, in no live device or pinned allocation", name, p);
+    }
+  }
+  n.grid = grid;
+  n.block = block;
+  n.smem = smem;
+  if (Stream* c = capturing(stream)) {
+    for (const auto& [i, p] : params) {
+      if (const auto* h = holding(p, 0)) n.pointers.emplace_back(p, h->second.serial);
+    }
+    for (const void* p : inside) {
+      if (const auto* h = holding(p, 0)) n.pointers.emplace_back(p, h->second.serial);
+    }
+    c->graph->nodes.push_back(std::move(n));
+    return cudaSuccess;
+  }
+  run_node(n);
+  return cudaSuccess;
+}
+
 }  // namespace
+
+// ---- The emulator's executor (TG_CUDA_EMU) ------------------------------------------------------------
+// Each CUDA thread of a block is a fiber of the host thread that runs the launch (under the state's
+// lock, so one block at a time): it runs until it finishes or waits at a barrier, then the next one
+// runs; a barrier opens when every thread of the block (of the warp) that has not finished waits at
+// it. Blocks run one after another, threads in index order (TG_CUDA_EMU_REVERSE=1: both reversed,
+// which shows a kernel whose result depends on that order).
+#if defined(TG_CUDA_EMU)
+TgEmuNow tg_emu_now{};  // (declared extern "C" in emu_abi.h)
+// Saves this context (the callee-saved registers; the floating-point control state is the thread's,
+// shared by its fibers), resumes the other.
+extern "C" void tg_emu_swap(void** save_sp, void* load_sp);
+asm(R"(
+  .text
+  .globl tg_emu_swap
+  .hidden tg_emu_swap
+  .type tg_emu_swap, @function
+tg_emu_swap:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size tg_emu_swap, .-tg_emu_swap
+)");
+
+namespace {
+
+enum class Wait : uint8_t { kReady, kBlock, kWarp, kDone };
+struct Fiber {
+  void* sp = nullptr;
+  Wait wait = Wait::kReady;
+  uint3 tid{};
+  unsigned lane = 0, warp = 0;
+  int or_value = 0;
+};
+
+constexpr size_t kStackBytes = size_t{64} << 10;
+constexpr size_t kGuardBytes = 4096;  // below each stack, unmapped: an overflow faults
+
+struct Executor {
+  std::vector<Fiber> fibers;
+  char* stacks = nullptr;
+  size_t stack_slots = 0;
+  void* scheduler_sp = nullptr;
+  Fiber* current = nullptr;
+  const std::function<void()>* body = nullptr;
+  std::vector<uint64_t> warp_in, warp_out;  // [warp][lane][16]
+  std::vector<unsigned> warp_waiting, warp_alive;  // lanes at a collective; lanes not finished
+  std::vector<unsigned> ready, next;              // fibers to run this round; released for the next
+  size_t ready_at = 0;                            // the next of `ready` to run
+  unsigned threads = 0, alive = 0, at_block = 0;  // the block's: threads, not finished, at __syncthreads
+  int block_or = 0;
+  std::vector<char> dynamic_shared;
+  const char* name = "";
+  bool reverse = std::getenv("TG_CUDA_EMU_REVERSE") != nullptr && std::getenv("TG_CUDA_EMU_REVERSE")[0] == '1';
+};
+Executor& ex() {
+  static Executor* e = new Executor();
+  return *e;
+}
+
+void switch_from(Fiber* me);
+
+[[noreturn]] void fiber_main() {  // (entered by the first switch to a fiber: never called)
+  Executor& e = ex();
+  (*e.body)();
+  e.current->wait = Wait::kDone;
+  switch_from(e.current);
+  __builtin_unreachable();
+}
+
+[[noreturn]] void emu_fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void emu_fatal(const char* fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "cuda_emu: %s\n", line);
+  std::fflush(stderr);
+  std::abort();
+}
+
+void ensure_stacks(size_t n) {
+  Executor& e = ex();
+  if (e.stack_slots >= n) return;
+  if (e.stacks != nullptr) ::munmap(e.stacks, e.stack_slots * (kStackBytes + kGuardBytes));
+  const size_t bytes = n * (kStackBytes + kGuardBytes);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) emu_fatal("no memory for %zu thread stacks", n);
+  e.stacks = static_cast<char*>(p);
+  e.stack_slots = n;
+  for (size_t i = 0; i < n; ++i) ::mprotect(e.stacks + i * (kStackBytes + kGuardBytes), kGuardBytes, PROT_NONE);
+}
+
+// A fiber's first context: the registers tg_emu_swap restores, returning into fiber_main.
+void* fresh_context(size_t slot) {
+  // (each stack's top a different number of cache lines into its page: the fibers' live frames then
+  // fall in different cache sets instead of all in the same few)
+  char* top = ex().stacks + (slot + 1) * (kStackBytes + kGuardBytes) - (slot * 5 % 64) * 64;
+  auto* sp = reinterpret_cast<uint64_t*>(top);
+  sp[-1] = 0;                                         // fiber_main's (never used) return address
+  sp[-2] = reinterpret_cast<uint64_t>(&fiber_main);  // where the switch returns to
+  for (int i = 3; i <= 8; ++i) sp[-i] = 0;            // rbp, rbx, r12..r15
+  return &sp[-8];
+}
+
+// A warp whose live lanes all wait at a collective: its exchange published, its lanes ready again.
+void open_warp(unsigned w) {
+  Executor& e = ex();
+  const unsigned lo = w * 32, hi = std::min(e.threads, lo + 32);
+  if (e.warp_alive[w] != 32) {
+    finding("warp", "%s: a warp collective (shuffle, __syncwarp, ldmatrix, mma) with %u of the warp's 32 lanes "
+            "(the others have exited or do not exist): undefined on a GPU", e.name, e.warp_alive[w]);
+  }
+  uint64_t* out = &e.warp_out[size_t{w} * 32 * 16];
+  std::memcpy(out, &e.warp_in[size_t{w} * 32 * 16], 32 * 16 * sizeof(uint64_t));
+  for (unsigned k = 0; k < hi - lo; ++k) {
+    const unsigned i = e.reverse ? hi - 1 - k : lo + k;
+    Fiber& f = e.fibers[i];
+    if (f.wait == Wait::kDone) std::memset(&out[(i - lo) * 16], 0, 16 * sizeof(uint64_t));
+    if (f.wait == Wait::kWarp) {
+      f.wait = Wait::kReady;
+      e.next.push_back(i);
+    }
+  }
+  e.warp_waiting[w] = 0;
+}
+
+// A fiber that finished or waits: counted, then the next fiber of the round runs (or, the round
+// over, the scheduler), straight from this one.
+void switch_from(Fiber* me) {
+  Executor& e = ex();
+  st().emu_switches += 1;
+  switch (me->wait) {
+    case Wait::kDone:
+      e.alive -= 1;
+      e.warp_alive[me->warp] -= 1;
+      if (e.warp_waiting[me->warp] > 0 && e.warp_waiting[me->warp] == e.warp_alive[me->warp]) open_warp(me->warp);
+      break;
+    case Wait::kWarp:
+      e.warp_waiting[me->warp] += 1;
+      if (e.warp_waiting[me->warp] == e.warp_alive[me->warp]) open_warp(me->warp);
+      break;
+    case Wait::kBlock: e.at_block += 1; break;
+    case Wait::kReady: break;
+  }
+  if (e.ready_at < e.ready.size()) {
+    Fiber& f = e.fibers[e.ready[e.ready_at++]];
+    e.current = &f;
+    tg_emu_now.thread = f.tid;
+    tg_emu_now.lane = f.lane;
+    tg_emu_swap(&me->sp, f.sp);
+  } else {
+    tg_emu_swap(&me->sp, e.scheduler_sp);
+  }
+}
+
+void yield_to_scheduler() { switch_from(ex().current); }
+
+void run_block(const Node& n, uint3 block_idx) {
+  Executor& e = ex();
+  const unsigned nt = n.block.x * n.block.y * n.block.z, warps = (nt + 31) / 32;
+  tg_emu_now.block = block_idx;
+  std::memset(e.dynamic_shared.data(), 0xff, e.dynamic_shared.size());
+  e.fibers.assign(nt, Fiber{});
+  e.warp_waiting.assign(warps, 0);
+  e.warp_alive.assign(warps, 0);
+  if (e.warp_in.size() < size_t{warps} * 32 * 16) {  // (what a lane reads is always written first)
+    e.warp_in.resize(size_t{warps} * 32 * 16);
+    e.warp_out.resize(size_t{warps} * 32 * 16);
+  }
+  e.ready.clear();
+  for (unsigned k = 0; k < nt; ++k) {
+    const unsigned i = e.reverse ? nt - 1 - k : k;
+    Fiber& f = e.fibers[i];
+    f.tid = uint3{i % n.block.x, (i / n.block.x) % n.block.y, i / (n.block.x * n.block.y)};
+    f.lane = i % 32;
+    f.warp = i / 32;
+    f.sp = fresh_context(i);
+    e.warp_alive[f.warp] += 1;
+    e.ready.push_back(i);
+  }
+  e.threads = nt;
+  st().emu_threads += nt;
+  e.alive = nt;
+  e.at_block = 0;
+  while (e.alive > 0) {
+    e.next.clear();
+    e.ready_at = 0;
+    if (!e.ready.empty()) {  // the round: each ready fiber in turn, each switching to the next
+      Fiber& f = e.fibers[e.ready[e.ready_at++]];
+      e.current = &f;
+      tg_emu_now.thread = f.tid;
+      tg_emu_now.lane = f.lane;
+      tg_emu_swap(&e.scheduler_sp, f.sp);
+    }
+    if (e.next.empty() && e.alive > 0 && e.at_block == e.alive) {  // every live thread at __syncthreads
+      int any = 0;
+      for (unsigned k = 0; k < nt; ++k) {
+        const unsigned i = e.reverse ? nt - 1 - k : k;
+        Fiber& f = e.fibers[i];
+        if (f.wait != Wait::kBlock) continue;
+        any |= f.or_value;
+        f.wait = Wait::kReady;
+        e.next.push_back(i);
+      }
+      e.block_or = any;
+      e.at_block = 0;
+    }
+    if (e.next.empty() && e.alive > 0) {
+      unsigned at_warp = 0;
+      for (unsigned w = 0; w < warps; ++w) at_warp += e.warp_waiting[w];
+      emu_fatal("%s: block (%u, %u, %u) hangs: %u threads wait at __syncthreads, %u at a warp collective whose "
+                "other lanes never come (a deadlock on a GPU too)", e.name, block_idx.x, block_idx.y, block_idx.z,
+                e.at_block, at_warp);
+    }
+    e.ready.swap(e.next);
+  }
+}
+
+void run_grid(const Node& n) {
+  Executor& e = ex();
+  const unsigned nt = n.block.x * n.block.y * n.block.z;
+  ensure_stacks(nt);
+  e.body = n.work.get();
+  e.name = n.kernel->name.c_str();
+  e.dynamic_shared.assign(n.smem, 0);
+  tg_emu_now.grid_dim = n.grid;
+  tg_emu_now.block_dim = n.block;
+  tg_emu_now.dynamic_shared = e.dynamic_shared.data();
+  const uint64_t blocks = uint64_t{n.grid.x} * n.grid.y * n.grid.z;
+  for (uint64_t k = 0; k < blocks; ++k) {
+    const uint64_t b = e.reverse ? blocks - 1 - k : k;
+    run_block(n, uint3{static_cast<unsigned>(b % n.grid.x), static_cast<unsigned>((b / n.grid.x) % n.grid.y),
+                       static_cast<unsigned>(b / (uint64_t{n.grid.x} * n.grid.y))});
+  }
+  e.body = nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+void tg_emu_block_barrier() {
+  ex().current->wait = Wait::kBlock;
+  yield_to_scheduler();
+}
+
+int tg_emu_block_or(int v) {
+  Executor& e = ex();
+  e.current->or_value = v != 0;
+  e.current->wait = Wait::kBlock;
+  yield_to_scheduler();
+  return e.block_or;
+}
+
+const uint64_t* tg_emu_warp_exchange(const uint64_t* words, int n) {
+  Executor& e = ex();
+  Fiber& f = *e.current;
+  if (n > 16) emu_fatal("%s: a warp exchange of %d words", e.name, n);
+  if (n > 0) std::memcpy(&e.warp_in[(size_t{f.warp} * 32 + f.lane) * 16], words, static_cast<size_t>(n) * sizeof(uint64_t));
+  f.wait = Wait::kWarp;
+  yield_to_scheduler();
+  return &e.warp_out[size_t{f.warp} * 32 * 16];
+}
+
+void tg_emu_trap(const char* what) {
+  const Fiber* f = ex().current;
+  emu_fatal("%s: %s (thread (%u, %u, %u) of block (%u, %u, %u))", ex().name, what, f->tid.x, f->tid.y, f->tid.z,
+            tg_emu_now.block.x, tg_emu_now.block.y, tg_emu_now.block.z);
+}
+
+void tg_emu_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   std::function<void()>* body, const void* const* pointers, const int* positions, int n_pointers) {
+  count_call();
+  std::shared_ptr<std::function<void()>> work(body);
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Kernel& k = s.kernels[kernel];
+  if (k.name.empty() || k.name == "a kernel") k.name = name;
+  std::vector<std::pair<size_t, const void*>> params;
+  for (int i = 0; i < n_pointers; ++i) params.emplace_back(static_cast<size_t>(positions[i]), pointers[i]);
+  Node n = make_node(NodeKind::kKernel, &k);
+  n.work = std::move(work);
+  queue_launch(std::move(n), grid, block, smem, stream, params);
+}
+
+void tg_emu_enqueue(const char* name, cudaStream_t stream, std::function<void()>* work) {
+  count_call();
+  std::shared_ptr<std::function<void()>> w(work);
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Kernel& k = s.kernels[name];
+  if (k.name.empty()) k.name = name;
+  check_stream(stream, name);
+  Node n = make_node(NodeKind::kKernel, &k);
+  n.work = std::move(w);
+  n.host = true;
+  if (Stream* c = capturing(stream)) {
+    c->graph->nodes.push_back(std::move(n));
+    return;
+  }
+  run_node(n);
+}
+
+}  // extern "C"
+#else
+namespace {
+void run_grid(const Node&) {}
+}  // namespace
+#endif
 
 extern "C" {
 
@@ -361,51 +774,12 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void*
     return set_error(cudaErrorInvalidDeviceFunction);
   }
   Kernel& k = it->second;
-  const char* name = k.name.c_str();
-  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 || threads > 1024 ||
-      block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u) {
-    finding("launch", "%s: grid (%u, %u, %u), block (%u, %u, %u) is beyond the card's limits (invalid configuration)",
-            name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
-    if (Stream* c = capturing(stream)) c->invalidated = true;
-    return set_error(cudaErrorInvalidConfiguration);
-  }
-  if (smem > static_cast<size_t>(k.max_dynamic_smem)) {
-    finding("launch", "%s: %zu bytes of dynamic shared memory, %d allowed (cudaFuncSetAttribute)", name, smem,
-            k.max_dynamic_smem);
-    if (Stream* c = capturing(stream)) c->invalidated = true;
-    return set_error(cudaErrorInvalidValue);
-  }
-  check_stream(stream, name);
+  std::vector<std::pair<size_t, const void*>> params;  // (a `char const*` is an op's name, kept for an error message, never read)
   for (size_t i = 0; i < k.pointer.size(); ++i) {
-    if (!k.pointer[i]) continue;  // (a `char const*` is an op's name, kept for an error message, never read)
-    const void* p = *static_cast<void* const*>(args[i]);
-    if (p != nullptr && holding(p, 0) == nullptr) {
-      finding("pointer", "%s: parameter %zu is %p, in no live device or pinned allocation", name, i + 1, p);
-    }
+    if (k.pointer[i]) params.emplace_back(i + 1, *static_cast<void* const*>(args[i]));
   }
-  std::vector<const void*> inside;
-  inside.swap(t_struct_pointers);
-  for (const void* p : inside) {
-    if (p != nullptr && holding(p, 0) == nullptr) {
-      finding("pointer", "%s: its parameter block holds %p, in no live device or pinned allocation", name, p);
-    }
-  }
-  Node n{NodeKind::kKernel, &k, nullptr, nullptr, 0, 0, {}};
-  if (Stream* c = capturing(stream)) {
-    for (size_t i = 0; i < k.pointer.size(); ++i) {
-      if (!k.pointer[i]) continue;
-      const void* p = *static_cast<void* const*>(args[i]);
-      if (const auto* h = holding(p, 0)) n.pointers.emplace_back(p, h->second.serial);
-    }
-    for (const void* p : inside) {
-      if (const auto* h = holding(p, 0)) n.pointers.emplace_back(p, h->second.serial);
-    }
-    c->graph->nodes.push_back(std::move(n));
-    return cudaSuccess;
-  }
-  run_node(n);
-  return cudaSuccess;
+  Node n = make_node(NodeKind::kKernel, &k);
+  return queue_launch(std::move(n), grid, block, smem, stream, params);
 }
 
 // The library's note of the pointers inside the next launch's struct argument (ops/cuda/launch.cuh:
@@ -432,7 +806,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   count_call();
   if (device != 0) return set_error(cudaErrorInvalidDevice);
   *p = cudaDeviceProp{};
+#if defined(TG_CUDA_EMU)
+  std::snprintf(p->name, sizeof p->name, "tapegrad's CUDA emulator on the CPU (an H100's limits)");
+#else
   std::snprintf(p->name, sizeof p->name, "NVIDIA H100 80GB HBM3 (tapegrad dry run: no kernel runs)");
+#endif
   p->totalGlobalMem = kTotalMemory;
   p->sharedMemPerBlock = kSmemDefault;
   p->sharedMemPerBlockOptin = kSmemOptin;
@@ -482,8 +860,12 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
   count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
+#if defined(TG_CUDA_EMU)
+  auto it = s.kernels.try_emplace(func).first;
+#else
   auto it = s.kernels.find(func);
   if (it == s.kernels.end()) return set_error(cudaErrorInvalidDeviceFunction);
+#endif
   *a = cudaFuncAttributes{};
   a->maxThreadsPerBlock = 1024;
   a->numRegs = 32;
@@ -497,8 +879,13 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   count_call();
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
+#if defined(TG_CUDA_EMU)  // (the emulator's kernels are known from their first launch or attribute)
+  auto it = s.kernels.try_emplace(func).first;
+  if (it->second.name.empty()) it->second.name = "a kernel";
+#else
   auto it = s.kernels.find(func);
   if (it == s.kernels.end()) return set_error(cudaErrorInvalidDeviceFunction);
+#endif
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     if (value < 0 || value > kSmemOptin) {
       finding("launch", "%s: asks for %d bytes of dynamic shared memory; the card allows %d", it->second.name.c_str(),
@@ -659,7 +1046,7 @@ cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, 
       c->invalidated = true;
       return set_error(cudaErrorStreamCaptureUnsupported);
     }
-    c->graph->nodes.push_back({NodeKind::kCopy, nullptr, dst, src, bytes, 0, {}});
+    c->graph->nodes.push_back(make_node(NodeKind::kCopy, nullptr, dst, src, bytes));
     return cudaSuccess;
   }
   std::memmove(dst, src, bytes);
@@ -700,7 +1087,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t strea
     return set_error(cudaErrorInvalidValue);
   }
   if (Stream* c = capturing(stream)) {
-    c->graph->nodes.push_back({NodeKind::kMemset, nullptr, p, nullptr, bytes, value, {}});
+    c->graph->nodes.push_back(make_node(NodeKind::kMemset, nullptr, p, nullptr, bytes, value));
     return cudaSuccess;
   }
   std::memset(p, value, bytes);
@@ -1016,6 +1403,117 @@ uint32_t alignment_of(const void* p, const LtLayout& l) {
   return static_cast<uint32_t>(v & (~v + 1));
 }
 
+#if defined(TG_CUDA_EMU)
+// The emulator's product: D = alpha op(A) op(B) + beta C (+ bias, then ReLU, by the epilogue), in the
+// compute type (float64, or float32 sums of float32 / bfloat16 operands; TF32 rounds the operands'
+// mantissas to 10 bits first), each sum over k in order. alpha and beta are read now, as cuBLASLt
+// reads host scalars at the call.
+float emu_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t emu_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float emu_tf32(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (f != f || (u & 0x7f800000u) == 0x7f800000u) return f;
+  u += 0xfffu + ((u >> 13) & 1u);
+  u &= 0xffffe000u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+double emu_load(const void* base, cudaDataType t, int64_t i) {
+  switch (t) {
+    case CUDA_R_64F: return static_cast<const double*>(base)[i];
+    case CUDA_R_32F: return static_cast<const float*>(base)[i];
+    case CUDA_R_16BF: return emu_bf16(static_cast<const uint16_t*>(base)[i]);
+    default: return 0;
+  }
+}
+void emu_store(void* base, cudaDataType t, int64_t i, double v) {
+  switch (t) {
+    case CUDA_R_64F: static_cast<double*>(base)[i] = v; break;
+    case CUDA_R_32F: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case CUDA_R_16BF: static_cast<uint16_t*>(base)[i] = emu_to_bf16(static_cast<float>(v)); break;
+    default: break;
+  }
+}
+std::shared_ptr<std::function<void()>> emu_product(const LtDesc& d, const LtLayout& la, const LtLayout& lb,
+                                                   const LtLayout& lc, const LtLayout& ld, const void* alpha_p,
+                                                   const void* beta_p, const void* A, const void* B, const void* C,
+                                                   void* D) {
+  const bool f64 = d.compute == CUBLAS_COMPUTE_64F;
+  const double alpha = f64 ? *static_cast<const double*>(alpha_p) : *static_cast<const float*>(alpha_p);
+  const double beta = f64 ? *static_cast<const double*>(beta_p) : *static_cast<const float*>(beta_p);
+  return std::make_shared<std::function<void()>>([=] {
+    const int64_t m = static_cast<int64_t>(ld.rows), n = static_cast<int64_t>(ld.cols);
+    const int64_t k = static_cast<int64_t>(d.ta == CUBLAS_OP_N ? la.cols : la.rows);
+    const bool tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    const bool bias = d.epilogue == CUBLASLT_EPILOGUE_BIAS || d.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+    const bool relu = d.epilogue == CUBLASLT_EPILOGUE_RELU || d.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+    const cudaDataType bias_type = static_cast<cudaDataType>(d.bias_type == -1 ? ld.type : d.bias_type);
+    // op(A) as m rows of k and op(B) as n columns of k, each contiguous, in the compute type.
+    std::vector<double> a64, b64;
+    std::vector<float> a32, b32;
+    auto gather = [&](const void* base, const LtLayout& l, bool trans, int64_t offset, int64_t rows, auto& out) {
+      out.resize(static_cast<size_t>(rows * k));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t p = 0; p < k; ++p) {
+          const int64_t at = trans ? p + r * l.ld : r + p * l.ld;
+          double v = emu_load(base, l.type, offset + at);
+          if (tf32) v = emu_tf32(static_cast<float>(v));
+          out[static_cast<size_t>(r * k + p)] = static_cast<std::remove_reference_t<decltype(out[0])>>(v);
+        }
+      }
+    };
+    for (int32_t b = 0; b < ld.batch; ++b) {
+      const int64_t oa = b * la.stride, ob = b * lb.stride, oc = b * lc.stride, od = b * ld.stride;
+      // op(A)[i, p] = A[i + p lda] (N) or A[p + i lda] (T); op(B)[p, j] = B[p + j ldb] (N) or B[j + p ldb] (T).
+      if (f64) {
+        gather(A, la, d.ta != CUBLAS_OP_N, oa, m, a64);
+        gather(B, lb, d.tb == CUBLAS_OP_N, ob, n, b64);
+      } else {
+        gather(A, la, d.ta != CUBLAS_OP_N, oa, m, a32);
+        gather(B, lb, d.tb == CUBLAS_OP_N, ob, n, b32);
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t i = 0; i < m; ++i) {
+          double v;
+          if (f64) {
+            const double* x = &a64[static_cast<size_t>(i * k)];
+            const double* y = &b64[static_cast<size_t>(j * k)];
+            double sum = 0;
+            for (int64_t p = 0; p < k; ++p) sum += x[p] * y[p];
+            v = alpha * sum;
+            if (beta != 0) v += beta * emu_load(C, lc.type, oc + i + j * lc.ld);
+            if (bias) v += emu_load(d.bias, bias_type, i);
+          } else {
+            const float* x = &a32[static_cast<size_t>(i * k)];
+            const float* y = &b32[static_cast<size_t>(j * k)];
+            float sum = 0;
+            for (int64_t p = 0; p < k; ++p) sum += x[p] * y[p];
+            float f = static_cast<float>(alpha) * sum;
+            if (beta != 0) f += static_cast<float>(beta) * static_cast<float>(emu_load(C, lc.type, oc + i + j * lc.ld));
+            if (bias) f += static_cast<float>(emu_load(d.bias, bias_type, i));
+            v = f;
+          }
+          if (relu && v < 0) v = 0;
+          emu_store(D, ld.type, od + i + j * ld.ld, v);
+        }
+      }
+    }
+  });
+}
+#endif
+
 Kernel* lt_kernel() {
   static Kernel* k = [] {
     Kernel* x = &st().kernels[reinterpret_cast<const void*>(&lt_kernel)];
@@ -1146,8 +1644,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void*, const void* A,
-                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void*,
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
                               const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
@@ -1199,7 +1697,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
       return CUBLAS_STATUS_INVALID_VALUE;
     }
   }
-  Node n{NodeKind::kKernel, lt_kernel(), nullptr, nullptr, 0, 0, {}};
+  Node n = make_node(NodeKind::kKernel, lt_kernel());
+#if defined(TG_CUDA_EMU)
+  n.work = emu_product(dd, la, lb, lc, ld, alpha, beta, A, B, C, D);
+  n.host = true;
+#else
+  (void)alpha;
+  (void)beta;
+#endif
   if (Stream* x = capturing(stream)) {
     for (const Operand& o : ops) {
       if (o.bytes == 0) continue;
