@@ -22,7 +22,10 @@
 // real runtime would (or none, where the real one would go on and crash later). At exit, with
 // TG_CUDA_DRY_REPORT=FILE, the launches per kernel and the findings are written to FILE as JSON;
 // TG_CUDA_DRY_ABORT=1 aborts at the first finding (for a debugger).
-// Values are never computed: what a program reads back is zeros or what it uploaded.
+// Values are never computed: what a program reads back is zeros or what it uploaded. Except built
+// with TG_CUDA_EMU (-DTG_CUDA_EMU=ON, `./tg.sh emu`): then the kernels of the .cu files, compiled by
+// the host compiler (emu/emu.h), arrive through tg_emu_launch and run here, each CUDA thread a fiber
+// (the executor below), with the same checks; cuBLASLt's products are computed by a plain loop.
 #include <cuda_runtime_api.h>
 #if defined(TG_CUDA_EMU)
 #include "emu/emu_abi.h"
