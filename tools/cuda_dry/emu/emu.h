@@ -75,28 +75,6 @@ struct Launch {
   }
 };
 
-inline uint64_t to_word(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-inline uint64_t to_word(double v) {
-  uint64_t u;
-  std::memcpy(&u, &v, 8);
-  return u;
-}
-template <class T>
-inline T from_word(uint64_t w) {
-  T v;
-  if constexpr (sizeof(T) == 4) {
-    const uint32_t u = static_cast<uint32_t>(w);
-    std::memcpy(&v, &u, 4);
-  } else {
-    std::memcpy(&v, &w, sizeof(T));
-  }
-  return v;
-}
-
 }  // namespace tg_emu
 
 // cuda_runtime.h's typed form (declared only for nvcc).

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../emu.h"  // __uint_as_float (also forced in first)
 #include "../emu_abi.h"
 
 namespace tg::cuda_ops::mma {
@@ -30,12 +31,7 @@ template <int kPending>
 inline void cp_async_wait() {}
 
 namespace emu {
-inline float bf16_to_float(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline float bf16_to_float(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 // Round to nearest, ties to even (cvt.rn); NaN stays NaN.
 inline uint16_t float_to_bf16(float f) {
   uint32_t u;
