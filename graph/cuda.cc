@@ -65,7 +65,9 @@ detail::CachingDeviceAllocator& allocator(int device, const char* op) {
   PerDevice& d = (*all)[static_cast<size_t>(device)];
   if (!d.allocator) {
     d.backend = std::make_unique<CudaBackend>(device);
-    d.allocator = std::make_unique<detail::CachingDeviceAllocator>(d.backend.get());
+    const char* no_caching = std::getenv("TG_CUDA_NO_CACHING");  // exact buffers, for memory checkers
+    d.allocator = std::make_unique<detail::CachingDeviceAllocator>(d.backend.get(),
+                                                                   no_caching == nullptr || no_caching[0] != '1');
   }
   return *d.allocator;
 }

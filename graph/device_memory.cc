@@ -45,7 +45,7 @@ void* CachingDeviceAllocator::take_locked(size_t r, bool reuse_capture_frees) {
 }
 
 void* CachingDeviceAllocator::allocate(size_t bytes, size_t* rounded, const char* op, bool reuse_capture_frees) {
-  const size_t r = round(bytes);
+  const size_t r = caching_ ? round(bytes) : std::max<size_t>(bytes, 1);
   *rounded = r;
   std::lock_guard<std::mutex> lock(mu_);
   void* p = take_locked(r, reuse_capture_frees);
@@ -94,7 +94,8 @@ void CachingDeviceAllocator::free(void* p, size_t rounded) {
     held_.emplace(p, std::move(b));
     return;
   }
-  if (limit_ != 0 && c_.reserved > limit_ && capturing_ < 0) {  // the cap was lowered below what is held: shrink
+  // The cap was lowered below what is held, or nothing is cached: back to the driver.
+  if (((limit_ != 0 && c_.reserved > limit_) || !caching_) && capturing_ < 0) {
     backend_->release(p, rounded);
     c_.reserved -= rounded;
     return;
@@ -114,6 +115,7 @@ void CachingDeviceAllocator::end_capture() {
   std::lock_guard<std::mutex> lock(mu_);
   capturing_ = -1;
   capture_free_.clear();  // (still held: the graph owns them)
+  if (!caching_) release_cache_locked();  // what the capture freed and no graph owns
 }
 
 void CachingDeviceAllocator::release_graph(int graph) {
@@ -135,6 +137,7 @@ void CachingDeviceAllocator::release_graph(int graph) {
     held_bytes_ -= it->second.size;
     it = held_.erase(it);
   }
+  if (!caching_ && capturing_ < 0) release_cache_locked();
 }
 
 size_t CachingDeviceAllocator::held() const {

@@ -30,7 +30,11 @@ struct DeviceMemoryCounters {
 
 class CachingDeviceAllocator {
  public:
-  explicit CachingDeviceAllocator(DeviceMemoryBackend* backend) : backend_(backend) {}
+  // caching false (TG_CUDA_NO_CACHING=1): each buffer of exactly the bytes asked, given back to the
+  // driver when freed (outside a capture), so that compute-sanitizer and the emulator see each
+  // tensor's own bounds; slower (cudaFree waits for the device).
+  explicit CachingDeviceAllocator(DeviceMemoryBackend* backend, bool caching = true)
+      : backend_(backend), caching_(caching) {}
   CachingDeviceAllocator(const CachingDeviceAllocator&) = delete;
   CachingDeviceAllocator& operator=(const CachingDeviceAllocator&) = delete;
 
@@ -75,6 +79,7 @@ class CachingDeviceAllocator {
   [[noreturn]] void fail_out_of_memory(size_t bytes, const char* op, bool over_limit);
 
   DeviceMemoryBackend* backend_;
+  bool caching_;
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> cache_;  // free buffers by class
   size_t cached_ = 0;

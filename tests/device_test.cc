@@ -124,6 +124,41 @@ TEST(DeviceAllocator, ASteadyLoopReusesItsBuffersWithoutNewMallocs) {
   EXPECT_TRUE(dev.live.empty());
 }
 
+// TG_CUDA_NO_CACHING=1: each buffer exactly as large as asked and given back when freed (so memory
+// checkers see each tensor's own end); during a capture freed buffers wait for its end.
+TEST(DeviceAllocator, WithoutCachingEachBufferIsExactAndFreedAtOnce) {
+  FakeDevice dev(size_t{1} << 30);
+  tg::detail::CachingDeviceAllocator a(&dev, /*caching=*/false);
+  size_t r1 = 0, r2 = 0, r0 = 0;
+  void* x = a.allocate(1000, &r1, "op");
+  void* y = a.allocate((3 << 20) + 5, &r2, "op");
+  void* z = a.allocate(0, &r0, "op");
+  EXPECT_EQ(r1, 1000u);
+  EXPECT_EQ(r2, (3u << 20) + 5);
+  EXPECT_EQ(r0, 1u);
+  EXPECT_EQ(dev.live.at(x), 1000u);
+  EXPECT_EQ(a.counters().reserved, 1000u + (3u << 20) + 5 + 1);
+  a.free(x, r1);
+  a.free(z, r0);
+  EXPECT_EQ(dev.live.size(), 1u);
+  EXPECT_EQ(a.counters().reserved, (3u << 20) + 5);
+  void* again = a.allocate(1000, &r1, "op");
+  EXPECT_EQ(dev.mallocs, 4u) << "nothing is reused";
+  a.free(again, r1);
+  // A capture: what it frees is held (a replay may write it) until the graph is released.
+  a.begin_capture(1);
+  void* t = a.allocate(64, &r0, "op");
+  a.free(t, r0);
+  a.end_capture();
+  EXPECT_EQ(dev.live.count(t), 1u);
+  a.free(y, r2);  // alive when the capture began: the graph owns it too
+  EXPECT_EQ(dev.live.count(y), 1u);
+  a.release_graph(1);
+  EXPECT_TRUE(dev.live.empty());
+  EXPECT_EQ(a.counters().reserved, 0u);
+  EXPECT_EQ(a.counters().allocated, 0u);
+}
+
 TEST(DeviceAllocator, OutOfMemoryReturnsTheCacheAndRetriesOnce) {
   FakeDevice dev(size_t{8} << 20);
   tg::detail::CachingDeviceAllocator a(&dev);

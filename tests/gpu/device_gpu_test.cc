@@ -111,8 +111,14 @@ TEST(Gpu, MemoryIsReusedAndFreed) {
     if (step == 0) mallocs_after_first = tg::cuda::memory_stats().device_mallocs;
   }
   const auto end = tg::cuda::memory_stats();
-  EXPECT_EQ(end.device_mallocs, mallocs_after_first);  // a steady loop calls cudaMalloc no more
-  EXPECT_EQ(end.allocated, start.allocated);          // everything freed went back
+  const char* no_caching = std::getenv("TG_CUDA_NO_CACHING");
+  if (no_caching != nullptr && no_caching[0] == '1') {  // each buffer from the driver, given back when freed
+    EXPECT_GE(end.device_mallocs, mallocs_after_first + 49 * 3);
+    EXPECT_EQ(end.reserved, end.allocated);
+  } else {
+    EXPECT_EQ(end.device_mallocs, mallocs_after_first);  // a steady loop calls cudaMalloc no more
+  }
+  EXPECT_EQ(end.allocated, start.allocated);  // everything freed went back
   EXPECT_GE(end.peak_allocated, start.allocated + 2 * 256 * 1024 * 4);
   tg::cuda::empty_cache();
   EXPECT_EQ(tg::cuda::memory_stats().reserved, tg::cuda::memory_stats().allocated);

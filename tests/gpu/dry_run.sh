@@ -12,15 +12,17 @@
 #
 # Then:
 #   1. the canary: each mistake the dry runtime must catch, made on purpose (so this run cannot pass
-#      by checking nothing);
+#      by checking nothing); emulated, also two overruns its memory check must catch (every device
+#      allocation and the block's dynamic shared memory end at an unmapped page);
 #   2. the programs on --device cuda, training and decoding, fp32 and bf16 (train_translator and
 #      translate's beam search, train_lm gpt and llama, generate on the golden decoders greedy and
 #      sampled; dry only: gpu_train's steps A, B, C eager and as CUDA graphs, with kernels and host
 #      microseconds a step, host time without the driver's launch cost), and three on --device cpu,
 #      which must make no CUDA call at all (a CPU run never initialises CUDA);
 #   3. the GPU suite: dry, only what it launches is checked (its values are not computed); emulated,
-#      it must pass as on a GPU, a second time with each block's threads and the blocks in reverse
-#      order (a kernel whose result depends on that order has a race).
+#      it must pass as on a GPU (every buffer exactly its tensor's size: TG_CUDA_NO_CACHING=1),
+#      a second time with each block's threads and the blocks in reverse order (a kernel whose
+#      result depends on that order has a race).
 # Each must finish with no finding.
 #
 #   BUILD_DIR (build-dry, build-emu); TG_DRY_SUITE=0 skips the GPU suite
@@ -39,6 +41,7 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DTG_WERROR=ON -DTG_CUDA=ON -DTG_C
   -DTG_INSTALL=OFF -DCMAKE_CUDA_ARCHITECTURES=90-real -DTG_BUILD_BENCH=$([ $EMU = 1 ] && echo OFF || echo ON) > "$B.configure.log" 2>&1 ||
   { cat "$B.configure.log"; exit 1; }
 targets=(cuda_dry_canary tg_gpu_tests train_translator translate train_lm generate)
+[ $EMU = 1 ] && targets+=(cuda_emu_memcheck_canary)
 [ $EMU = 0 ] && targets+=(gpu_train)
 cmake --build "$B" -j "$JOBS" --target "${targets[@]}"
 
@@ -93,6 +96,24 @@ if [ $rc -ne 0 ] || ! grep -q 'cuda_dry: pointer: .*parameter 1 is' "$TMP/canary
   exit 1
 fi
 echo "$NAME: canary: every mistake caught ($(grep -c 'cuda_dry: [a-zA-Z]*: ' "$TMP/canary.out" || true) findings)"
+# Emulated, the memory check's canary too: a kernel writing past its buffer, and one past its
+# dynamic shared memory, must each die with the emulator's line naming the overrun.
+if [ $EMU = 1 ]; then
+  for where in global shared; do
+    rc=0
+    # (in a subshell whose stderr is dropped: the death by the fault is the expected outcome, not
+    # worth the shell's "Segmentation fault" line)
+    bash -c '"$0" "$1" > "$2" 2>&1; exit $?' "$B/cuda_emu_memcheck_canary" $where "$TMP/memcheck_$where.out" 2> /dev/null ||
+      rc=$?
+    if [ $rc -eq 0 ] || ! grep -q '^cuda_emu: .* (past \(its\|their\) end)' "$TMP/memcheck_$where.out"; then
+      echo "$NAME: memory-check canary ($where): FAILED (an overrun went unnoticed):"
+      cat "$TMP/memcheck_$where.out"
+      exit 1
+    fi
+  done
+  echo "$NAME: memory-check canary: both overruns caught ($(grep -ho 'at offset [0-9]* of [^(]*' "$TMP"/memcheck_*.out |
+    sed -E 's/ at 0x[0-9a-f]+//; s/ $//' | paste -sd ';' | sed 's/;/; /'))"
+fi
 
 # 2. The programs.
 # (a "translation" of the docs' lines into themselves reversed: data every clone has)
@@ -165,7 +186,9 @@ suite() {  # suite FILE LABEL [ENV...]
 }
 if [ "${TG_DRY_SUITE:-1}" != 0 ]; then
   if [ $EMU = 1 ]; then
-    suite suite "GPU suite" TG_REQUIRE_GPU=1
+    # (every buffer exactly its tensor's size, TG_CUDA_NO_CACHING=1: the emulator's memory check
+    # then faults at an access past any tensor's end, not only past its allocator size class)
+    suite suite "GPU suite, exact buffers" TG_REQUIRE_GPU=1 TG_CUDA_NO_CACHING=1
     # (the kernels whose threads cooperate through shared memory and barriers: every op, the
     # products, reductions and attention; the rest of the suite adds time, not kernels)
     suite suite_reversed "GPU suite's kernels, threads and blocks in reverse order" TG_REQUIRE_GPU=1 TG_CUDA_EMU_REVERSE=1 \

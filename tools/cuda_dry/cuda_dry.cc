@@ -26,13 +26,18 @@
 // with TG_CUDA_EMU (-DTG_CUDA_EMU=ON, `./tg.sh emu`): then the kernels of the .cu files, compiled by
 // the host compiler (emu/emu.h), arrive through tg_emu_launch and run here, each CUDA thread a fiber
 // (the executor below), with the same checks; cuBLASLt's products are computed by a plain loop.
+// Emulated, device memory starts as 0xff bytes (NaN) and each allocation, like each block's dynamic
+// shared memory, ends against an unmapped page: a kernel's access past its end is reported (the
+// kernel, the thread, what it overran) as it faults.
 #include <cuda_runtime_api.h>
 #if defined(TG_CUDA_EMU)
 #include "emu/emu_abi.h"
 #endif
 
 #include <cxxabi.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -56,6 +61,7 @@ namespace {
 constexpr size_t kTotalMemory = size_t{80} << 30;  // what an H100 SXM reports
 constexpr int kSmemOptin = 232448;                 // sm_90's largest dynamic shared memory a block may ask for
 constexpr int kSmemDefault = 48 << 10;
+constexpr size_t kPage = 4096;
 
 struct Kernel {
   std::string name;             // demangled
@@ -112,6 +118,7 @@ struct Alloc {
   bool pinned;  // cudaMallocHost
   size_t mapped = 0;  // bytes mapped with mmap (0: from the heap)
   uint64_t serial = 0;  // a new number for each allocation (an address may come back)
+  uintptr_t base = 0;   // where the mapping starts, when not at the allocation (emulated: the guard page's)
 };
 
 struct State {
@@ -442,7 +449,7 @@ struct Fiber {
 };
 
 constexpr size_t kStackBytes = size_t{64} << 10;
-constexpr size_t kGuardBytes = 4096;  // below each stack, unmapped: an overflow faults
+constexpr size_t kGuardBytes = kPage;  // below each stack, unmapped: an overflow faults
 
 struct Executor {
   std::vector<Fiber> fibers;
@@ -457,7 +464,11 @@ struct Executor {
   size_t ready_at = 0;                            // the next of `ready` to run
   unsigned threads = 0, alive = 0, at_block = 0;  // the block's: threads, not finished, at __syncthreads
   int block_or = 0;
-  std::vector<char> dynamic_shared;
+  // The block's dynamic shared memory: its end (rounded up to 128 bytes) against an unmapped page.
+  char* shared_map = nullptr;
+  size_t shared_cap = 0;  // bytes mapped before the guard page
+  char* shared = nullptr;
+  size_t shared_bytes = 0;
   const char* name = "";
   bool reverse = std::getenv("TG_CUDA_EMU_REVERSE") != nullptr && std::getenv("TG_CUDA_EMU_REVERSE")[0] == '1';
 };
@@ -498,6 +509,93 @@ void ensure_stacks(size_t n) {
   e.stacks = static_cast<char*>(p);
   e.stack_slots = n;
   for (size_t i = 0; i < n; ++i) ::mprotect(e.stacks + i * (kStackBytes + kGuardBytes), kGuardBytes, PROT_NONE);
+}
+
+void ensure_shared(size_t smem) {
+  Executor& e = ex();
+  const size_t body = (smem + 127) / 128 * 128;
+  if (body > e.shared_cap) {
+    if (e.shared_map != nullptr) ::munmap(e.shared_map, e.shared_cap + kPage);
+    const size_t cap = (body + kPage - 1) / kPage * kPage;
+    void* p = ::mmap(nullptr, cap + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) emu_fatal("no memory for %zu bytes of shared memory", smem);
+    ::mprotect(static_cast<char*>(p) + cap, kPage, PROT_NONE);
+    e.shared_map = static_cast<char*>(p);
+    e.shared_cap = cap;
+  }
+  e.shared = e.shared_map + e.shared_cap - body;
+  e.shared_bytes = smem;
+}
+
+// A kernel's access that faults — past the end of a device allocation or of the block's dynamic
+// shared memory (both end at an unmapped page), or off a thread's stack — is reported in one line
+// naming the kernel, the thread and what it overran; then the process dies of the signal as usual.
+// (Async-signal-safe enough: the process is going down, and the state is read without its lock,
+// which the launching thread holds.)
+void describe_fault(uintptr_t a, char* out, size_t size) {
+  Executor& e = ex();
+  const auto shared_end = reinterpret_cast<uintptr_t>(e.shared) + ((e.shared_bytes + 127) / 128 * 128);
+  if (e.shared_map != nullptr && a >= shared_end && a < shared_end + kPage) {
+    std::snprintf(out, size, "at offset %zu of its %zu bytes of dynamic shared memory (past their end)",
+                  static_cast<size_t>(a - reinterpret_cast<uintptr_t>(e.shared)), e.shared_bytes);
+    return;
+  }
+  const auto stacks = reinterpret_cast<uintptr_t>(e.stacks);
+  if (e.stacks != nullptr && a >= stacks && a < stacks + e.stack_slots * (kStackBytes + kGuardBytes) &&
+      (a - stacks) % (kStackBytes + kGuardBytes) < kGuardBytes) {
+    std::snprintf(out, size, "off the end of its %zu KiB stack (deep recursion or a large local array)",
+                  kStackBytes >> 10);
+    return;
+  }
+  auto& allocs = st().allocs;
+  auto it = allocs.upper_bound(a);
+  if (it != allocs.begin()) {
+    --it;
+    const Alloc& m = it->second;
+    if (!m.pinned && m.base != 0 && a < m.base + m.mapped) {
+      std::snprintf(out, size, "at offset %zu of a %zu-byte device allocation at %p (past its end)",
+                    static_cast<size_t>(a - it->first), m.bytes, reinterpret_cast<void*>(it->first));
+      return;
+    }
+  }
+  std::snprintf(out, size, "in no device allocation (on a GPU: an illegal address)");
+}
+
+thread_local bool t_fault_stack = false;
+
+void on_fault(int sig, siginfo_t* info, void*) {
+  Executor& e = ex();
+  if (e.body != nullptr && e.current != nullptr) {
+    char what[256], line[768];
+    describe_fault(reinterpret_cast<uintptr_t>(info->si_addr), what, sizeof what);
+    const Fiber* f = e.current;
+    const int n = std::snprintf(line, sizeof line,
+                                "cuda_emu: %s: thread (%u, %u, %u) of block (%u, %u, %u) touched %p, %s\n", e.name,
+                                f->tid.x, f->tid.y, f->tid.z, tg_emu_now.block.x, tg_emu_now.block.y,
+                                tg_emu_now.block.z, info->si_addr, what);
+    if (n > 0) (void)!::write(2, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+  }
+  ::signal(sig, SIG_DFL);  // (the access runs again and the process dies of it)
+}
+
+// The fault handler, on a stack of its own (a fiber's may be what overflowed), for this thread.
+void watch_faults() {
+  if (t_fault_stack) return;
+  t_fault_stack = true;
+  static const bool installed = [] {
+    struct sigaction a {};
+    a.sa_sigaction = on_fault;
+    a.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&a.sa_mask);
+    ::sigaction(SIGSEGV, &a, nullptr);
+    ::sigaction(SIGBUS, &a, nullptr);
+    return true;
+  }();
+  (void)installed;
+  stack_t ss{};
+  ss.ss_size = size_t{64} << 10;
+  ss.ss_sp = std::malloc(ss.ss_size);  // (kept for the thread's life)
+  if (ss.ss_sp != nullptr) ::sigaltstack(&ss, nullptr);
 }
 
 // A fiber's first context: the registers tg_emu_swap restores, returning into fiber_main.
@@ -569,7 +667,7 @@ void run_block(const Node& n, uint3 block_idx) {
   Executor& e = ex();
   const unsigned nt = n.block.x * n.block.y * n.block.z, warps = (nt + 31) / 32;
   tg_emu_now.block = block_idx;
-  std::memset(e.dynamic_shared.data(), 0xff, e.dynamic_shared.size());
+  std::memset(e.shared, 0xff, e.shared_bytes);
   e.fibers.assign(nt, Fiber{});
   e.warp_waiting.assign(warps, 0);
   e.warp_alive.assign(warps, 0);
@@ -632,10 +730,11 @@ void run_grid(const Node& n) {
   ensure_stacks(nt);
   e.body = n.work.get();
   e.name = n.kernel->name.c_str();
-  e.dynamic_shared.assign(n.smem, 0);
+  ensure_shared(n.smem);
+  watch_faults();
   tg_emu_now.grid_dim = n.grid;
   tg_emu_now.block_dim = n.block;
-  tg_emu_now.dynamic_shared = e.dynamic_shared.data();
+  tg_emu_now.dynamic_shared = e.shared;
   const uint64_t blocks = uint64_t{n.grid.x} * n.grid.y * n.grid.z;
   for (uint64_t k = 0; k < blocks; ++k) {
     const uint64_t b = e.reverse ? blocks - 1 - k : k;
@@ -963,6 +1062,20 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   // Zeroed, as nothing else writes it; large blocks mapped, so untouched pages cost no memory.
   void* q = nullptr;
   size_t mapped = 0;
+  uintptr_t base = 0;
+#if defined(TG_CUDA_EMU)
+  // Emulated kernels read and write it: it ends (its size rounded up to 16 bytes, the alignment of
+  // a vector load) where an unmapped page begins, so an access past its end faults at once and the
+  // fault handler names the kernel, its thread and the allocation. (Before its start: not caught.)
+  const size_t body = std::max<size_t>(16, (bytes + 15) / 16 * 16);
+  mapped = (body + kPage - 1) / kPage * kPage + kPage;
+  void* m = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return set_error(cudaErrorMemoryAllocation);
+  ::mprotect(static_cast<char*>(m) + mapped - kPage, kPage, PROT_NONE);
+  base = reinterpret_cast<uintptr_t>(m);
+  q = static_cast<char*>(m) + mapped - kPage - body;
+  std::memset(q, 0xff, body);  // (not zeros: a read of what no kernel or copy wrote comes out NaN)
+#else
   if (n >= (size_t{1} << 20)) {
     q = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (q == MAP_FAILED) return set_error(cudaErrorMemoryAllocation);
@@ -972,7 +1085,8 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
     if (q == nullptr) return set_error(cudaErrorMemoryAllocation);
     std::memset(q, 0, n);
   }
-  s.allocs[reinterpret_cast<uintptr_t>(q)] = {bytes, false, mapped, ++s.serials};
+#endif
+  s.allocs[reinterpret_cast<uintptr_t>(q)] = {bytes, false, mapped, ++s.serials, base};
   s.device_bytes += n;
   *p = q;
   return cudaSuccess;
@@ -991,7 +1105,7 @@ cudaError_t cudaFree(void* p) {
   }
   s.device_bytes -= std::max<size_t>(256, (it->second.bytes + 255) / 256 * 256);
   if (it->second.mapped != 0) {
-    ::munmap(p, it->second.mapped);
+    ::munmap(it->second.base != 0 ? reinterpret_cast<void*>(it->second.base) : p, it->second.mapped);
   } else {
     std::free(p);
   }
