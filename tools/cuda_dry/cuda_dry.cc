@@ -1059,7 +1059,6 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (bytes > kTotalMemory) return set_error(cudaErrorMemoryAllocation);
   const size_t n = std::max<size_t>(256, (bytes + 255) / 256 * 256);  // (rounded as the driver does)
   if (n > kTotalMemory - s.device_bytes) return set_error(cudaErrorMemoryAllocation);
-  // Zeroed, as nothing else writes it; large blocks mapped, so untouched pages cost no memory.
   void* q = nullptr;
   size_t mapped = 0;
   uintptr_t base = 0;
@@ -1076,6 +1075,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   q = static_cast<char*>(m) + mapped - kPage - body;
   std::memset(q, 0xff, body);  // (not zeros: a read of what no kernel or copy wrote comes out NaN)
 #else
+  // Zeroed, as no kernel writes it; large blocks mapped, so untouched pages cost no memory.
   if (n >= (size_t{1} << 20)) {
     q = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (q == MAP_FAILED) return set_error(cudaErrorMemoryAllocation);
