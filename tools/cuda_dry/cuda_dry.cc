@@ -534,8 +534,8 @@ void ensure_shared(size_t smem) {
 // which the launching thread holds.)
 void describe_fault(uintptr_t a, char* out, size_t size) {
   Executor& e = ex();
-  const auto shared_end = reinterpret_cast<uintptr_t>(e.shared) + ((e.shared_bytes + 127) / 128 * 128);
-  if (e.shared_map != nullptr && a >= shared_end && a < shared_end + kPage) {
+  const auto shared_guard = reinterpret_cast<uintptr_t>(e.shared_map) + e.shared_cap;  // (where ensure_shared put it)
+  if (e.shared_map != nullptr && a >= shared_guard && a < shared_guard + kPage) {
     std::snprintf(out, size, "at offset %zu of its %zu bytes of dynamic shared memory (past their end)",
                   static_cast<size_t>(a - reinterpret_cast<uintptr_t>(e.shared)), e.shared_bytes);
     return;
