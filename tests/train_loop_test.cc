@@ -25,7 +25,7 @@ using tg::train::StepOutput;
 using tg::train::Trainer;
 using tg::train::TrainerOptions;
 
-std::string fresh_dir(const std::string& name) {
+std::string loop_dir(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("tg_loop_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(p);
   return p.string();
@@ -102,13 +102,13 @@ TEST(TrainLoop, ResumeIsBitIdenticalOntoFreshObjects) {
   const Data data;
   TrainerOptions o{.max_steps = 12, .accumulate = 2, .clip_grad_norm = 1.0, .eval_every = 3, .eval_at_end = false};
   // Straight through: 12 steps (an epoch is 10 batches = 5 steps, so three epochs begin).
-  o.run_dir = fresh_dir("straight");
+  o.run_dir = loop_dir("straight");
   TrainingRun straight(1, o);
   straight.fit(data);
   ASSERT_EQ(straight.losses.size(), 12u);
 
   // Interrupted at step 7 (mid-epoch), then resumed by objects built from another seed.
-  o.run_dir = fresh_dir("interrupted");
+  o.run_dir = loop_dir("interrupted");
   TrainerOptions first = o;
   first.max_steps = 7;
   TrainingRun a(1, first);
@@ -137,7 +137,7 @@ TEST(TrainLoop, ResumeIsBitIdenticalOntoFreshObjects) {
 
 TEST(TrainLoop, NonFiniteLossStopsBeforeTheOptimizerStep) {
   const Data data;
-  const std::string dir = fresh_dir("nan");
+  const std::string dir = loop_dir("nan");
   tg::manual_seed(3);
   Classifier model;
   tg::AdamW opt(model.named_parameters());
@@ -178,10 +178,10 @@ TEST(TrainLoop, NonFiniteLossStopsBeforeTheOptimizerStep) {
 TEST(TrainLoop, InterruptFinishesTheStepAndSaves) {
   const Data data;
   TrainerOptions o{.max_steps = 8, .eval_every = 100, .eval_at_end = false};
-  o.run_dir = fresh_dir("straight_for_interrupt");
+  o.run_dir = loop_dir("straight_for_interrupt");
   TrainingRun straight(1, o);
   straight.fit(data);
-  o.run_dir = fresh_dir("interrupted_by_signal");
+  o.run_dir = loop_dir("interrupted_by_signal");
   TrainingRun a(1, o);
   a.trainer->callbacks.on_step = [&](const tg::train::StepInfo& i) {
     a.losses.push_back(i.loss);
@@ -207,7 +207,7 @@ TEST(TrainLoopDeathTest, SecondInterruptExitsAtOnce) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const Data data;
   TrainerOptions o{.max_steps = 8, .eval_every = 100, .eval_at_end = false};
-  o.run_dir = fresh_dir("interrupted_twice");
+  o.run_dir = loop_dir("interrupted_twice");
   EXPECT_EXIT(
       {
         TrainingRun a(1, o);
@@ -224,7 +224,7 @@ TEST(TrainLoopDeathTest, SecondInterruptExitsAtOnce) {
 
 TEST(TrainLoop, RunFolderIsNeverSilentlyOverwritten) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("refuse"), .max_steps = 2, .eval_at_end = false};
+  TrainerOptions o{.run_dir = loop_dir("refuse"), .max_steps = 2, .eval_at_end = false};
   { TrainingRun a(1, o); a.fit(data); }
   TrainingRun b(1, o);
   tg::Status s = b.trainer->start();
@@ -240,7 +240,7 @@ TEST(TrainLoop, RunFolderIsNeverSilentlyOverwritten) {
 
 TEST(TrainLoop, ResumeRefusesAnotherConfigurationOrTokenizer) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("config"), .max_steps = 2, .config_hash = "aaaa", .tokenizer_fingerprint = "t1"};
+  TrainerOptions o{.run_dir = loop_dir("config"), .max_steps = 2, .config_hash = "aaaa", .tokenizer_fingerprint = "t1"};
   { TrainingRun a(1, o); a.fit(data); }
   TrainerOptions other = o;
   other.config_hash = "bbbb";
@@ -284,7 +284,7 @@ TEST(TrainLoop, AccumulationKeepsTheMeanGradient) {
 
 TEST(TrainLoop, EarlyStoppingKeepLastAndBestModel) {
   const Data data;
-  const std::string dir = fresh_dir("early");
+  const std::string dir = loop_dir("early");
   tg::manual_seed(5);
   Classifier model;
   tg::AdamW opt(model.named_parameters());
@@ -341,18 +341,18 @@ TEST(TrainLoop, GradReadyHookSeesEachCompleteGradientOnce) {
 TEST(TrainLoop, BFloat16RunsResumeBitIdenticallyAndRecordTheirPrecision) {
   const Data data;
   TrainerOptions o{.max_steps = 10, .eval_every = 3, .eval_at_end = false, .precision = tg::kBFloat16};
-  o.run_dir = fresh_dir("bf16_straight");
+  o.run_dir = loop_dir("bf16_straight");
   TrainingRun straight(1, o);
   straight.fit(data);
   TrainerOptions f32 = o;
   f32.precision = tg::kFloat32;
-  f32.run_dir = fresh_dir("f32_straight");
+  f32.run_dir = loop_dir("f32_straight");
   TrainingRun plain(1, f32);
   plain.fit(data);
   EXPECT_NE(straight.losses, plain.losses) << "bfloat16 products give other losses than float32";
   for (size_t i = 0; i < plain.losses.size(); ++i) EXPECT_NEAR(straight.losses[i], plain.losses[i], 0.02) << i;
 
-  o.run_dir = fresh_dir("bf16_resumed");
+  o.run_dir = loop_dir("bf16_resumed");
   TrainerOptions first = o;
   first.max_steps = 6;
   TrainingRun a(1, first);
@@ -368,7 +368,7 @@ TEST(TrainLoop, BFloat16RunsResumeBitIdenticallyAndRecordTheirPrecision) {
   // Resuming the same checkpoint in float32 is allowed, and said.
   TrainerOptions other = o;
   other.precision = tg::kFloat32;
-  other.run_dir = fresh_dir("bf16_then_f32");
+  other.run_dir = loop_dir("bf16_then_f32");
   fs::create_directories(other.run_dir);
   fs::copy(o.run_dir + "/checkpoint-00000006.safetensors", other.run_dir);
   tg::write_file_atomic(other.run_dir + "/metrics.jsonl",
@@ -400,7 +400,7 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 TEST(RunFolder, KeepLastDeletesOnlyTheFoldersOwnOlderCheckpoints) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("keep"), .max_steps = 3, .eval_at_end = false, .checkpoint_every = 1, .keep_last = 2};
+  TrainerOptions o{.run_dir = loop_dir("keep"), .max_steps = 3, .eval_at_end = false, .checkpoint_every = 1, .keep_last = 2};
   { TrainingRun a(1, o); a.fit(data); }
   // A victim outside the folder, the run's own files, and names close to the pattern.
   const std::string victim = o.run_dir + "_victim.txt";
@@ -435,7 +435,7 @@ TEST(RunFolder, KeepLastDeletesOnlyTheFoldersOwnOlderCheckpoints) {
 // Each edit is refused with one line naming the file, and nothing in the folder changes.
 TEST(RunFolder, ResumeRefusesAPositionOrMetricsCutThatDisagreesWithTheFiles) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("edited"), .max_steps = 6, .eval_every = 2};
+  TrainerOptions o{.run_dir = loop_dir("edited"), .max_steps = 6, .eval_every = 2};
   { TrainingRun a(1, o); a.fit(data); }
   const std::string ckpt = o.run_dir + "/checkpoint-00000006.safetensors", metrics = o.run_dir + "/metrics.jsonl";
   const std::string original = slurp(ckpt), log = slurp(metrics);
@@ -484,7 +484,7 @@ int hold_lock(const std::string& dir, const std::string& pid) {
 
 TEST(RunFolder, ASecondRunOnTheSameFolderIsRefusedNamingTheHolder) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("locked"), .max_steps = 2, .eval_at_end = false};
+  TrainerOptions o{.run_dir = loop_dir("locked"), .max_steps = 2, .eval_at_end = false};
   const int fd = hold_lock(o.run_dir, "4242\n");
   ASSERT_GE(fd, 0);
   TrainingRun a(1, o);
@@ -503,7 +503,7 @@ TEST(RunFolder, ASecondRunOnTheSameFolderIsRefusedNamingTheHolder) {
 
 TEST(RunFolder, AKilledHoldersLockNeverBlocksTheNextRun) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("killed"), .max_steps = 2, .eval_at_end = false};
+  TrainerOptions o{.run_dir = loop_dir("killed"), .max_steps = 2, .eval_at_end = false};
   fs::create_directories(o.run_dir);
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -535,7 +535,7 @@ TEST(RunFolder, AKilledHoldersLockNeverBlocksTheNextRun) {
 
 TEST(RunFolder, ALinkLeadingOutOfTheFolderIsRefusedByName) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("link"), .max_steps = 2, .eval_at_end = false};
+  TrainerOptions o{.run_dir = loop_dir("link"), .max_steps = 2, .eval_at_end = false};
   { TrainingRun a(1, o); a.fit(data); }
   const std::string outside = o.run_dir + "_outside.jsonl";
   tg::write_file_atomic(outside, "").or_throw();
@@ -574,7 +574,7 @@ TEST(RunFolder, ALinkLeadingOutOfTheFolderIsRefusedByName) {
 // the run would change another run's files (cp -al makes such copies).
 TEST(RunFolder, InPlaceFilesWithOtherHardLinksAreRefusedByName) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("hardlink"), .max_steps = 2, .eval_at_end = false};
+  TrainerOptions o{.run_dir = loop_dir("hardlink"), .max_steps = 2, .eval_at_end = false};
   { TrainingRun a(1, o); a.fit(data); }
   const std::string copy = o.run_dir + "_copy.jsonl";
   fs::remove(copy);
@@ -587,7 +587,7 @@ TEST(RunFolder, InPlaceFilesWithOtherHardLinksAreRefusedByName) {
   EXPECT_EQ(slurp(copy), before);
   fs::remove(copy);
   // The lock: a fresh folder whose .lock is another file's second name.
-  const std::string dir = fresh_dir("hardlock"), victim = dir + "_victim.txt";
+  const std::string dir = loop_dir("hardlock"), victim = dir + "_victim.txt";
   fs::create_directories(dir);
   tg::write_file_atomic(victim, "precious").or_throw();
   fs::create_hard_link(victim, dir + "/.lock");
@@ -603,7 +603,7 @@ TEST(RunFolder, InPlaceFilesWithOtherHardLinksAreRefusedByName) {
 // and the one before it is used; named on purpose it is refused and left alone.
 TEST(RunFolder, ACorruptNewestCheckpointIsSetAsideAndTheOneBeforeItUsed) {
   const Data data;
-  TrainerOptions o{.run_dir = fresh_dir("corrupt"), .max_steps = 6, .eval_every = 2, .keep_last = 5};
+  TrainerOptions o{.run_dir = loop_dir("corrupt"), .max_steps = 6, .eval_every = 2, .keep_last = 5};
   { TrainingRun a(1, o); a.fit(data); }
   const std::string c4 = o.run_dir + "/checkpoint-00000004.safetensors", c6 = o.run_dir + "/checkpoint-00000006.safetensors";
   const std::string good6 = slurp(c6);
@@ -675,7 +675,7 @@ TEST(RunFolder, ACorruptNewestCheckpointIsSetAsideAndTheOneBeforeItUsed) {
 TEST(RunFolder, ResumeNamesEachSettingThatDiffers) {
   const Data data;
   const std::string long_path = "/data/" + std::string(300, 'x');
-  TrainerOptions o{.run_dir = fresh_dir("settings"), .max_steps = 2, .eval_at_end = false,
+  TrainerOptions o{.run_dir = loop_dir("settings"), .max_steps = 2, .eval_at_end = false,
                    .config = {{"--layers", "1"}, {"--text", long_path + "/a.txt"}}};
   { TrainingRun a(1, o); a.fit(data); }
   auto resume_with = [&](tg::Metadata config) {

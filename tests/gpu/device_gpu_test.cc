@@ -20,7 +20,7 @@ namespace {
 
 using tg::Device;
 using tg::Tensor;
-const Device kGpu = Device::cuda(0);
+using tg::testing::kGpu;
 
 std::vector<unsigned char> bytes_of(const Tensor& t) {
   std::vector<unsigned char> b(static_cast<size_t>(t.numel()) * tg::dtype_size(t.dtype()));

@@ -11,6 +11,8 @@
 
 namespace tg::testing {
 
+inline const Device kGpu = Device::cuda(0);  // the device the suite runs on
+
 inline bool gpu_required() {
   const char* e = std::getenv("TG_REQUIRE_GPU");
   return e != nullptr && std::string(e) == "1";

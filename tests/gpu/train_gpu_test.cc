@@ -22,7 +22,7 @@ namespace {
 using tg::Device;
 using tg::Tensor;
 namespace fs = std::filesystem;
-const Device kGpu = Device::cuda(0);
+using tg::testing::kGpu;
 
 struct Mlp : tg::Module {
   std::shared_ptr<tg::Linear> fc1 = register_module("fc1", std::make_shared<tg::Linear>(8, 32));
