@@ -162,11 +162,12 @@ case "$cmd" in
         # Under the sanitizers training runs ~20x slower: the long convergence tests (thousands of
         # steps: the translator's, explain_attention --quick's card lookups) run in the other
         # builds; Train.ShortRunIsClean covers the same code here. isa_isolation reads the compiled
-        # code's instructions, which the sanitizers do not change (the other builds check it).
+        # code's instructions, which the sanitizers do not change, and docs_snippets compiles the
+        # docs' code without running it (the other builds check both).
         --sanitize) dir=build-asan; opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE=ON -DTG_FUZZ=ON -DTG_BUILD_BENCH=OFF -DTG_CUDA=OFF)
                     install_missing clang libclang-rt-14-dev
                     export CXX=clang++
-                    filter=(-E '^(Train\.EncoderDecoderLearnsToReverseDigits|crash_safety|explain_attention_quick|isa_isolation)$') ;;
+                    filter=(-E '^(Train\.EncoderDecoderLearnsToReverseDigits|crash_safety|explain_attention_quick|isa_isolation|docs_snippets)$') ;;
         # ThreadSanitizer: the thread pool, data loading, training loop and concurrency tests only.
         # Only the test files that hold them are compiled (TG_TEST_FILES).
         --tsan) dir=build-tsan

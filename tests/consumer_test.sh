@@ -87,8 +87,9 @@ echo "ok: $(basename "$so"), SONAME $soname"
 # fails the pipeline now and then)
 ldd "$WORK/as/build/my_model" | grep "$soname" > /dev/null || fail "my_model does not load $soname"
 "$WORK/as/build/my_model" || fail "add_subdirectory: my_model"
-# The unit tests of that Debug, shared, baseline build (the long convergence run and the 6-layer
-# MiniLM's comparison with Hugging Face, 100 s unoptimized, stay in the optimized builds).
+# The unit tests of that Debug, shared, baseline build (the long convergence run, the 6-layer
+# MiniLM's comparison with Hugging Face, 100 s unoptimized, and the docs' code, compiled and not
+# run, stay in the release build).
 ctest --test-dir "$WORK/as/build/tapegrad" --output-on-failure -j"$JOBS" --timeout 600 \
-  -E '^(Train\.EncoderDecoderLearnsToReverseDigits|MiniLM\.EmbeddingsEqualHuggingFaces)$' || fail "unit tests in the add_subdirectory build"
+  -E '^(Train\.EncoderDecoderLearnsToReverseDigits|MiniLM\.EmbeddingsEqualHuggingFaces|docs_snippets)$' || fail "unit tests in the add_subdirectory build"
 echo "== consumer: all three ways build, run and train"
